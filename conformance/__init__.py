@@ -1,0 +1,1 @@
+"""The machinery: registry and selection, targets, cases, strategies, tolerance, harness, reports, CLI."""

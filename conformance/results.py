@@ -1,0 +1,38 @@
+"""Per-process store of check results; the pytest plugin writes them to JSON and merges workers.
+
+Every harness verdict and every contract check calls `record(...)`. A record is a plain dict so it
+crosses process boundaries as JSON unchanged.
+"""
+from __future__ import annotations
+
+import threading
+
+OUTCOMES = ("pass", "fail", "skip", "error")
+_lock = threading.Lock()
+_records: list[dict] = []
+
+
+def record(kernel: str, check: str, outcome: str, *, run_mode: str | None = None,
+           case_id: str | None = None, metrics: dict | None = None, detail: str = "", **extra) -> dict:
+    """Store one result. `check` names what was checked ('exact', 'statistical', 'fake_vs_real', ...);
+    `run_mode` says how the kernel ran ('device', 'interpreter', 'model')."""
+    if outcome not in OUTCOMES:
+        raise ValueError(f"outcome={outcome!r} is invalid; allowed: {OUTCOMES}")
+    rec = {"kernel": kernel, "check": check, "outcome": outcome, "run_mode": run_mode,
+           "case_id": case_id, "metrics": metrics or {}, "detail": detail, **extra}
+    with _lock:
+        _records.append(rec)
+    return rec
+
+
+def records() -> list[dict]:
+    with _lock:
+        return list(_records)
+
+
+def drain() -> list[dict]:
+    """Return and clear every stored record."""
+    with _lock:
+        out = list(_records)
+        _records.clear()
+        return out

@@ -1,0 +1,10 @@
+"""Built-in kernels under test, one module each; importing this package registers them all.
+
+Imported as `conformance_kernels` (see conformance.registry), never as `kernels`.
+"""
+import importlib
+import pkgutil
+
+for _m in sorted(m.name for m in pkgutil.iter_modules(__path__)):
+    if not _m.startswith("_"):
+        importlib.import_module(f"{__name__}.{_m}")
