@@ -1,0 +1,1 @@
+"""CLI commands, one module each (see conformance/cli.py for the module contract)."""
