@@ -1,0 +1,169 @@
+"""The statistical-tier error model and the exact-tier bit comparison.
+
+Per element:  tol = u_out*|y| + c*sqrt(K)*u_acc*S + u_deq*min(S, c*R),
+S = |x| @ |W| and R = sqrt(x^2 @ W^2) (fp64), u = unit roundoff of a dtype (fp16 2^-11, bf16 2^-8,
+fp32 2^-24). Error ratio = |y_kernel - y| / tol; a verdict fails when the max ratio exceeds 1.
+Without R (tolerance(..., R=None)) the dequant term is DESIGN.md's u_deq*S.
+
+Why these terms: u_out*|y| is the final cast of the output; u_deq*S bounds the dequantization of each
+weight into the kernel's dequant dtype (one rounding of (q - z)*s, relative <= u_deq, times |x_k|, summed);
+products of fp16/bf16 operands are exact in fp32, so the rest is the accumulation: Higham & Mary's
+probabilistic bound (SIAM J. Sci. Comput. 2019) says a sum of K terms with independent mean-zero
+rounding errors has |err| <= lambda*sqrt(K)*u_acc*S with probability >= 1 - 2*exp(-lambda^2/2).
+
+Why min(S, c*R) for the dequant term (a sharpening of DESIGN.md's u_deq*S): each weight's dequant
+rounding d_k (|d_k| <= u_deq) is fixed, but every data regime draws x sign-symmetric, so
+sum_k x_k W_k d_k is a sum of random-sign terms bounded by c*u_deq*R with the same probability as
+below (Hoeffding); u_deq*S is the worst case and stays as the cap. With u_deq*S alone an fp16
+accumulator is only ~1.5-2x over the bound at K=4096 (the two terms are the same size), which is too
+thin to be a guarantee; with the sharpened term it is ~5x over, while correct kernels sit near 0.2.
+
+Why C_ACC = 8: per element the failure probability is below 2*exp(-32) ~ 2.5e-14, so over ~1e9 checked
+elements per nightly run a correct kernel still never fails (no flakes), while the term stays a
+rounding-level quantity. Blocked, split-K and tree summation only lower the error, so the bound holds for
+them too. It cannot mask an fp16 accumulator: such a kernel's error is a random walk of K roundings of
+the running sum, about 2^-11 * S / 2 for normal data, while the accumulation allowance is
+8*sqrt(K)*2^-24*S = 3e-5*S at K=4096 (16x smaller than 2^-11*S) and the dequant allowance is
+8*2^-11*R ~ 2^-11*S/5: a K=4096 fp16-accumulated dot product lands ~5x over the bound
+(tests/unit/test_tolerance.py measures it). Limit: a tiled kernel that rounds its accumulator to fp16
+only once per 32-wide K tile makes 32x fewer roundings and sits near the bound; that bug needs
+the exact tier (partial sums above 2^11 units) to be caught reliably.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+C_ACC = 8.0
+
+UNIT_ROUNDOFF = {
+    torch.float16: 2.0 ** -11,
+    torch.bfloat16: 2.0 ** -8,
+    torch.float32: 2.0 ** -24,
+    torch.float64: 2.0 ** -53,
+}
+
+
+def unit_roundoff(dtype: torch.dtype) -> float:
+    """u = 2^-p for a dtype with p significand bits (fp16 2^-11, bf16 2^-8, fp32 2^-24)."""
+    try:
+        return UNIT_ROUNDOFF[dtype]
+    except KeyError:
+        raise ValueError(f"dtype={dtype} has no unit roundoff here; allowed: {list(UNIT_ROUNDOFF)}") from None
+
+
+@dataclass(frozen=True)
+class ErrorModel:
+    """The dtypes a kernel declares: u_out from the output dtype, u_deq and u_acc from the kernel."""
+
+    out_dtype: torch.dtype
+    dequant_dtype: torch.dtype
+    accumulate_dtype: torch.dtype
+    c: float = C_ACC
+
+    def tolerance(self, y_ref: torch.Tensor, S: torch.Tensor, K: int, R: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-element bound (fp64) for reference y_ref, S = |x| @ |W| and optionally R = sqrt(x^2 @ W^2)."""
+        deq = S if R is None else torch.minimum(S, self.c * R)
+        return (unit_roundoff(self.out_dtype) * y_ref.abs()
+                + self.c * math.sqrt(K) * unit_roundoff(self.accumulate_dtype) * S
+                + unit_roundoff(self.dequant_dtype) * deq)
+
+
+def error_model_for(kernel, config, out_dtype: torch.dtype) -> ErrorModel:
+    """The model from the kernel's declared numerics for this config."""
+    return ErrorModel(out_dtype, kernel.dequant_dtype(config), kernel.accumulate_dtype(config))
+
+
+@dataclass
+class Comparison:
+    """Outcome of comparing a kernel output to the reference: `ok`, metrics (plain floats/ints) and a detail line."""
+
+    ok: bool
+    metrics: dict
+    detail: str
+
+
+def _index(flat: int, shape) -> list[int]:
+    return [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))]
+
+
+def nonfinite_problem(y: torch.Tensor, expected: torch.Tensor) -> str | None:
+    """A detail line when y has NaN/inf where `expected` (same dtype) does not agree, else None."""
+    y64, e64 = y.double(), expected.double()
+    bad = ~torch.isfinite(y64) & ~((y64 == e64) & torch.isinf(e64))
+    bad |= torch.isinf(e64) & (y64 != e64)
+    if not bool(bad.any()):
+        return None
+    flat = int(bad.flatten().nonzero()[0])
+    idx = _index(flat, y.shape)
+    return (f"{int(bad.sum())} non-finite or overflow mismatches; first at {idx}: "
+            f"got {float(y64.flatten()[flat])}, expected {float(e64.flatten()[flat])}")
+
+
+def l2_bound(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    """R = sqrt(x^2 @ W^2) in fp64 [M, N]: the scale of sign-symmetric per-term errors."""
+    x64, w64 = x.double(), W.double()
+    return ((x64 * x64) @ (w64 * w64)).sqrt()
+
+
+def compare_statistical(y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, model: ErrorModel, K: int,
+                        R: torch.Tensor | None = None) -> Comparison:
+    """Error ratio |y - y_ref| / tol per element; ok iff every ratio <= 1 and no unexpected NaN/inf.
+
+    Metrics: max_ratio, nmse (sum err^2 / sum y_ref^2), max_abs_err, worst_index, mean_ratio.
+    """
+    expected = y_ref.to(y.dtype)
+    bad = nonfinite_problem(y, expected)
+    finite = torch.isfinite(expected.double())
+    err = (y.double() - y_ref).abs().where(finite, torch.zeros((), dtype=torch.float64))
+    tol = model.tolerance(y_ref, S, K, R)
+    # tol == 0 only where S == 0 (all-zero rows/columns): then y must be exactly 0
+    ratio = torch.where(tol > 0, err / tol.clamp(min=torch.finfo(torch.float64).tiny),
+                        torch.where(err > 0, torch.full_like(err, math.inf), torch.zeros_like(err)))
+    flat = int(ratio.flatten().argmax()) if ratio.numel() else 0
+    denom = float((y_ref.where(finite, torch.zeros((), dtype=torch.float64)) ** 2).sum())
+    metrics = {
+        "max_ratio": float(ratio.max()) if ratio.numel() else 0.0,
+        "mean_ratio": float(ratio.mean()) if ratio.numel() else 0.0,
+        "nmse": float((err ** 2).sum()) / denom if denom > 0 else float((err ** 2).sum()),
+        "max_abs_err": float(err.max()) if err.numel() else 0.0,
+        "worst_index": _index(flat, y.shape) if ratio.numel() else [],
+    }
+    if bad is not None:
+        return Comparison(False, metrics, bad)
+    ok = metrics["max_ratio"] <= 1.0
+    w = metrics["worst_index"]
+    detail = (f"max |err|/tol = {metrics['max_ratio']:.3g} at {w} (got {float(y.double().flatten()[flat]):.6g}, "
+              f"ref {float(y_ref.flatten()[flat]):.6g}, tol {float(tol.flatten()[flat]):.3g}); "
+              f"nmse {metrics['nmse']:.3g}")
+    return Comparison(ok, metrics, detail)
+
+
+def compare_exact(y: torch.Tensor, expected: torch.Tensor) -> Comparison:
+    """Bit equality of y and `expected` (same dtype); the detail is assert_close(rtol=0, atol=0)'s message."""
+    if y.dtype != expected.dtype or y.shape != expected.shape:
+        return Comparison(False, {"mismatches": -1},
+                          f"dtype/shape mismatch: got {y.dtype}{tuple(y.shape)}, expected {expected.dtype}"
+                          f"{tuple(expected.shape)}")
+    same = _bits(y) == _bits(expected)
+    n_bad = int((~same).sum())
+    metrics = {"mismatches": n_bad, "elements": y.numel()}
+    if n_bad == 0:
+        return Comparison(True, metrics, "bit-exact")
+    flat = int((~same).flatten().nonzero()[0])
+    metrics["worst_index"] = _index(flat, y.shape)
+    diff = (y.double() - expected.double()).abs()
+    metrics["max_abs_err"] = float(diff[torch.isfinite(diff)].max()) if bool(torch.isfinite(diff).any()) else math.inf
+    try:
+        torch.testing.assert_close(y, expected, rtol=0, atol=0, equal_nan=False)
+        msg = "bit patterns differ (e.g. -0.0 vs 0.0 or NaN payloads)"
+    except AssertionError as e:
+        msg = " ".join(str(e).split())
+    return Comparison(False, metrics, f"{n_bad}/{y.numel()} elements differ, first at {metrics['worst_index']}: {msg}")
+
+
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
+    return t.contiguous().view(view)
