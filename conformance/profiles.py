@@ -1,0 +1,84 @@
+"""Run profiles (ci, nightly, exhaustive): hypothesis settings plus the shape ranges strategies draw from.
+
+Each profile is registered as the hypothesis settings profile `conformance-<name>`; the pytest plugin
+loads the one named by --conformance-profile (default ci). The ci profile is derandomized (the same
+examples every run, so `pytest -n auto` workers agree and CI never flakes) with deadline off (the
+Triton interpreter's first call compiles) and keeps shapes small enough for the interpreter.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hypothesis import HealthCheck, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+from references.errors import require
+
+DEFAULT_PROFILE = "ci"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Hypothesis knobs and shape ceilings. m_max/n_max/k_max bound W4A16 cases; tokens_max/hidden_max FP8."""
+
+    name: str
+    max_examples: int
+    derandomize: bool
+    database: str | None  # directory of hypothesis's example database, None for none
+    m_max: int
+    n_max: int
+    k_max: int
+    tokens_max: int
+    hidden_max: int
+
+    @property
+    def hypothesis_profile(self) -> str:
+        return f"conformance-{self.name}"
+
+    def settings(self) -> settings:
+        return settings.get_profile(self.hypothesis_profile)
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p for p in (
+        # ci: interpreter cost is ~7 ms per (program x K tile): M<=40, N<=128, K<=512 keep a case < 0.5 s
+        Profile("ci", max_examples=6, derandomize=True, database=None,
+                m_max=40, n_max=128, k_max=512, tokens_max=33, hidden_max=1024),
+        Profile("nightly", max_examples=100, derandomize=False, database=".hypothesis/conformance",
+                m_max=160, n_max=512, k_max=2048, tokens_max=257, hidden_max=4096),
+        Profile("exhaustive", max_examples=1000, derandomize=False, database=".hypothesis/conformance",
+                m_max=1024, n_max=4096, k_max=4096, tokens_max=1024, hidden_max=8192),
+    )
+}
+
+
+def get_profile(name: str) -> Profile:
+    require(name in PROFILES, "profile", name, f"one of {list(PROFILES)}")
+    return PROFILES[name]
+
+
+def register_hypothesis_profiles() -> None:
+    """Register every profile with hypothesis (idempotent)."""
+    for p in PROFILES.values():
+        settings.register_profile(
+            p.hypothesis_profile,
+            max_examples=p.max_examples,
+            derandomize=p.derandomize,
+            deadline=None,
+            database=None if p.database is None else DirectoryBasedExampleDatabase(p.database),
+            print_blob=True,
+            # cases are drawn from gate-filtered choices; the suite's fixtures are per-test, not per-example
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,
+                                   HealthCheck.differing_executors],
+        )
+
+
+def load_profile(name: str) -> Profile:
+    """Register all profiles and make `name` hypothesis's active settings profile."""
+    p = get_profile(name)
+    register_hypothesis_profiles()
+    settings.load_profile(p.hypothesis_profile)
+    return p
+
+
+register_hypothesis_profiles()
