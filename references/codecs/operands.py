@@ -1,0 +1,120 @@
+"""Kernel operand layouts (not checkpoint formats): each `*_pack`/`encode` has its exact inverse here.
+
+All nibble orders come from references.packing; this module only says which dimension is packed,
+in which order, and which transposes or row permutations surround it.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import require
+from ..packing import INTERLEAVED, SEQUENTIAL, pack, unpack
+from ._checks import int_tensor, multiple, ndim
+
+
+def _q(q, field: str = "q") -> torch.Tensor:
+    return int_tensor(ndim(q, field, 2, "[K, N]"), field)
+
+
+# --- Triton W4A16: qweight [K, N/8] and zeros [G, N/8], packed along N, sequential -------------------
+
+def triton_pack_qweight(q: torch.Tensor) -> torch.Tensor:
+    """q int32 [K, N] -> int32 [K, N/8], 8 consecutive columns per word, column n0+j at bits 4j."""
+    q = _q(q)
+    multiple(q.shape[1], "N", 8)
+    return pack(q, dim=1, bits=4, order=SEQUENTIAL)
+
+
+def triton_unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
+    """Inverse of triton_pack_qweight: int32 [K, N/8] -> q int32 [K, N]."""
+    int_tensor(ndim(qweight, "qweight", 2, "[K, N/8]"), "qweight")
+    return unpack(qweight, dim=1, bits=4, order=SEQUENTIAL)
+
+
+def pack_zeros_gn(z: torch.Tensor) -> torch.Tensor:
+    """z int32 [G, N] -> int32 [G, N/8] packed along N, sequential (GPTQ/Triton zero layout)."""
+    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
+    multiple(z.shape[1], "N", 8)
+    return pack(z, dim=1, bits=4, order=SEQUENTIAL)
+
+
+def unpack_zeros_gn(qzeros: torch.Tensor) -> torch.Tensor:
+    """Inverse of pack_zeros_gn: int32 [G, N/8] -> z int32 [G, N]."""
+    int_tensor(ndim(qzeros, "qzeros", 2, "[G, N/8]"), "qzeros")
+    return unpack(qzeros, dim=1, bits=4, order=SEQUENTIAL)
+
+
+def pack_zeros_ng(z: torch.Tensor) -> torch.Tensor:
+    """z int32 [G, N] -> int32 [N/8, G]: packed along N, sequential, N-major (compressed-tensors layout)."""
+    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
+    multiple(z.shape[1], "N", 8)
+    return pack(z.t(), dim=0, bits=4, order=SEQUENTIAL)
+
+
+def unpack_zeros_ng(qzeros: torch.Tensor) -> torch.Tensor:
+    """Inverse of pack_zeros_ng: int32 [N/8, G] -> z int32 [G, N]."""
+    int_tensor(ndim(qzeros, "qzeros", 2, "[N/8, G]"), "qzeros")
+    return unpack(qzeros, dim=0, bits=4, order=SEQUENTIAL).t().contiguous()
+
+
+# --- exllama / RDNA3: GPTQ [K/8, N] words, rows made sequential by g_idx, then nibbles interleaved ------
+
+def _check_perm(q_perm, K: int) -> torch.Tensor:
+    require(isinstance(q_perm, torch.Tensor) and q_perm.dim() == 1 and q_perm.shape[0] == K, "q_perm",
+            tuple(q_perm.shape) if isinstance(q_perm, torch.Tensor) else q_perm, f"an int tensor of shape ({K},)")
+    require(not q_perm.is_floating_point(), "q_perm.dtype", q_perm.dtype, "an integer dtype")
+    ok = torch.equal(torch.sort(q_perm.long()).values, torch.arange(K))
+    require(ok, "q_perm", "not a permutation", f"a permutation of range({K})")
+    return q_perm.long()
+
+
+def exllama_shuffle(q: torch.Tensor, g_idx: torch.Tensor | None = None):
+    """q int32 [K, N] (logical rows) -> (qweight int32 [K/8, N], q_perm int64 [K] or None).
+
+    With act-order, row i of the packed matrix is logical row q_perm[i], q_perm = stable argsort(g_idx),
+    so groups become contiguous; then 8 rows per word, slot j holding row INTERLEAVED[j] of the run.
+    """
+    q = _q(q)
+    multiple(q.shape[0], "K", 8)
+    q_perm = None
+    if g_idx is not None:
+        ndim(g_idx, "g_idx", 1, f"[K] = [{q.shape[0]}]")
+        require(g_idx.shape[0] == q.shape[0], "g_idx.shape", tuple(g_idx.shape), f"({q.shape[0]},)")
+        require(g_idx.dtype in (torch.int32, torch.int64), "g_idx.dtype", g_idx.dtype, "torch.int32 or torch.int64")
+        q_perm = torch.argsort(g_idx.long(), stable=True)
+        q = q[q_perm]
+    return pack(q, dim=0, bits=4, order=INTERLEAVED), q_perm
+
+
+def exllama_unshuffle(qweight: torch.Tensor, q_perm: torch.Tensor | None = None) -> torch.Tensor:
+    """Inverse of exllama_shuffle: int32 [K/8, N] (+ q_perm) -> q int32 [K, N] in logical row order."""
+    int_tensor(ndim(qweight, "qweight", 2, "[K/8, N]"), "qweight")
+    rows = unpack(qweight, dim=0, bits=4, order=INTERLEAVED)
+    if q_perm is None:
+        return rows
+    perm = _check_perm(q_perm, rows.shape[0])
+    q = torch.empty_like(rows)
+    q[perm] = rows
+    return q
+
+
+# --- RDNA hybrid: [N, K/8] words packed along K, interleaved ----------------------------------------
+
+def hybrid_pack_qweight(q: torch.Tensor) -> torch.Tensor:
+    """q int32 [K, N] -> int32 [N, K/8]: row n holds column n of q, 8 K-values per word, INTERLEAVED."""
+    q = _q(q)
+    multiple(q.shape[0], "K", 8)
+    return pack(q.t(), dim=1, bits=4, order=INTERLEAVED)
+
+
+def hybrid_unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
+    """Inverse of hybrid_pack_qweight: int32 [N, K/8] (any strides, e.g. a [:, :K/8] slice of a padded
+    buffer; an int8 [N, K/2] view of it is accepted too) -> q int32 [K, N]."""
+    ndim(qweight, "qweight", 2, "[N, K/8]")
+    if qweight.dtype == torch.int8:
+        # the int8 view of the same bytes: reinterpret (host byte order, as the kernel does) back to words
+        require(qweight.shape[1] % 4 == 0, "qweight.shape", tuple(qweight.shape),
+                "an int8 [N, K/2] view with K/2 a multiple of 4")
+        qweight = qweight.contiguous().view(torch.int32)
+    int_tensor(qweight, "qweight")
+    return unpack(qweight, dim=1, bits=4, order=INTERLEAVED).t().contiguous()
