@@ -226,8 +226,9 @@ def heatmap_png(report: dict, family: str) -> bytes:
             ax.get_yticklabels()[i].set_color("red")
             ax.add_patch(plt.Rectangle((-0.5, i - 0.5), len(ks), 1, fill=False, ec="red", lw=2))
         for j, k in enumerate(ks):
-            ax.text(j, i, _cell(c["accepted"][k], c["n_configs"]), ha="center", va="center", fontsize=7)
-    ax.set_title(f"{family} on {report['target']}: configs accepted (red rows: gaps)", fontsize=9)
+            ax.text(j, i, _cell(c["accepted"][k], c["n_configs"]), ha="center", va="center", fontsize=7,
+                    color="white" if data[i, j] > 0.5 else "black")
+    ax.set_title(f"{family} on {report['target']}\nshare of configs accepted; red rows: gaps", fontsize=9)
     fig.tight_layout()
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
