@@ -39,7 +39,8 @@ def _w4a16_gemm_kernel(
     """One (BLOCK_M x BLOCK_N) tile of c over the K tiles of split program_id(2).
 
     c is the output (act dtype) when there is one split, else the fp32 workspace [splits, M, N].
-    The caller guarantees each K tile lies in one group (BLOCK_K divides gs, or a single group).
+    The caller guarantees each K tile lies in one group (BLOCK_K divides gs, or a single group) and
+    that the splits cover the K tiles exactly (every tile a program visits starts below K).
     """
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -61,10 +62,9 @@ def _w4a16_gemm_kernel(
                         mask=mask_k[:, None] & mask_n[None, :], other=0)
         q = (words >> shift_n[None, :]) & 0xF
         g = k0 // group_size
-        gmask = mask_n & ((offs_n * 0 + k0) < K)  # a split's last tiles may lie past K
-        s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=gmask, other=0.0)
+        s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
         if HAS_ZP:
-            zw = tl.load(z_ptr + g * stride_zg + (offs_n // 8) * stride_zn, mask=gmask, other=0)
+            zw = tl.load(z_ptr + g * stride_zg + (offs_n // 8) * stride_zn, mask=mask_n, other=0)
             z = (zw >> shift_n) & 0xF
             w = (q - z[None, :]).to(act_ty) * s[None, :]
         else:
@@ -146,7 +146,7 @@ def table_tiles(M: int, device_kind: str) -> TileConfig:
 
 def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int) -> TileConfig:
     """Shrink a table entry to the problem: BLOCK_K clamped to divide the group (the vllm#39705 fix),
-    blocks no larger than needed, split-K no larger than the number of K tiles."""
+    blocks no larger than needed, split-K the largest divisor of the K tile count within the entry."""
     bk = cfg.block_k
     if K // group_size > 1:
         bk = min(bk, _pow2_floor(group_size))
@@ -159,7 +159,7 @@ def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int) -> TileC
     bm = min(cfg.block_m, max(16, triton.next_power_of_2(M)))
     bn = min(cfg.block_n, max(16, triton.next_power_of_2(N)))
     k_tiles = triton.cdiv(K, bk)
-    sk = max(1, min(cfg.split_k, k_tiles))
+    sk = max(d for d in range(1, min(cfg.split_k, k_tiles) + 1) if k_tiles % d == 0)
     return replace(cfg, block_m=bm, block_n=bn, block_k=bk, split_k=sk)
 
 
@@ -196,8 +196,9 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     # the kernel reads one scale row per K tile; a straddling tile silently mixes groups
     assert _k_tile_fits(cfg.block_k, group_size, K), f"BLOCK_K={cfg.block_k} straddles group_size={group_size}"
     k_tiles = triton.cdiv(K, cfg.block_k)
-    tiles_per_split = triton.cdiv(k_tiles, cfg.split_k)
-    splits = triton.cdiv(k_tiles, tiles_per_split)  # no empty split programs
+    splits = cfg.split_k
+    assert k_tiles % splits == 0, f"split_k={splits} does not divide the {k_tiles} K tiles"
+    tiles_per_split = k_tiles // splits
     has_zp = zp_bias == 0 and qzeros is not None
     z = qzeros if has_zp else b_q  # placeholder pointer, never read when HAS_ZP is False
     grid = (triton.cdiv(M, cfg.block_m), triton.cdiv(N, cfg.block_n), splits)
@@ -221,7 +222,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
             SPLIT_K=splits, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
         )
     _LAST_LAUNCH.clear()
-    _LAST_LAUNCH.update(asdict(replace(cfg, split_k=splits)), M=M, N=N, K=K, device_kind=kind)
+    _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind)
     return out
 
 
