@@ -1,0 +1,146 @@
+"""Triton per-token-group FP8 quant (vLLM's per_token_group_quant_fp8 conventions), as an opaque custom op.
+
+Per row and group of `group_size` along the last dim: s = max(amax, eps) / fp8_max, UE8M0 optionally
+rounds s up to a power of two on its bits (exact, unlike exp2(ceil(log2 s)) in fp32), q = fp8(clamp(x / s)).
+The division is correctly rounded (div_rn): Triton's `/` is approximate on NVIDIA GPUs. All-zero groups
+get s = eps / fp8_max (policy "triton"). Tiles are picked from the runtime shape, so the op is a
+torch.library.custom_op with a fake that computes nothing (triton_op does not work under the interpreter).
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from conformance.registry import Kernel, register_kernel
+from conformance.targets import Target
+
+from ._fp8_common import (
+    Fp8QuantParams,
+    check_input,
+    empty_scales,
+    f32,
+    first_refusal,
+    gate_family,
+    gate_fp8_dtype_for_target,
+    gate_hidden_multiple,
+    gate_input_dtype,
+    params_from_config,
+    quantize_groups,
+    triton_availability,
+    ue8m0_ceil,
+)
+
+MAX_GROUP_SIZE = 1024  # one group is one tile row
+_TILE_ELEMS = 4096  # elements per program: BLOCK_M rows x next_pow2(group)
+
+
+@triton.jit
+def _fp8_group_quant_kernel(x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_sm, stride_sg, eps, fp8_max,
+                            GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
+                            UE8M0: tl.constexpr):
+    pid_m = tl.program_id(0)
+    g = tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = tl.arange(0, BLOCK_G)
+    row_ok = rows < M
+    mask = row_ok[:, None] & (cols < GROUP)[None, :]
+    rows64 = rows.to(tl.int64)
+    col = g * GROUP + cols[None, :]
+    x = tl.load(x_ptr + rows64[:, None] * stride_xm + col, mask=mask, other=0.0).to(tl.float32)
+    amax = tl.max(tl.abs(x), axis=1)
+    s = tl.maximum(amax, eps) / fp8_max
+    if UE8M0:
+        bits = s.to(tl.int32, bitcast=True)
+        exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
+        s = (exp << 23).to(tl.float32, bitcast=True)
+    q = tl.clamp(tl.math.div_rn(x, s[:, None]), -fp8_max, fp8_max)
+    tl.store(q_ptr + rows64[:, None] * K + col, q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64 * stride_sm + g * stride_sg, s, mask=row_ok)
+
+
+_last_launch: dict = {}
+
+
+def last_launch_config() -> dict:
+    """Grid and tile of the most recent launch (for tests that the tile follows the runtime M)."""
+    return dict(_last_launch)
+
+
+def launch(x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_max: float, eps: float,
+           ue8m0: bool, column_major_scales: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the kernel on x [..., K] (last dim contiguous after reshape); returns (q, scales)."""
+    q = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
+    s = empty_scales(x.shape, group_size, column_major_scales, x.device)
+    if x.numel() == 0:
+        return q, s
+    K = x.shape[-1]
+    x2 = x.reshape(-1, K)
+    if x2.stride(-1) != 1:
+        x2 = x2.contiguous()
+    M, G = x2.shape[0], K // group_size
+    s2 = s if column_major_scales else s.view(M, G)
+    block_g = triton.next_power_of_2(group_size)
+    block_m = max(1, min(triton.next_power_of_2(M), _TILE_ELEMS // block_g))
+    grid = (triton.cdiv(M, block_m), G)
+    _last_launch.update(grid=grid, BLOCK_M=block_m, BLOCK_G=block_g, M=M)
+    _fp8_group_quant_kernel[grid](x2, q, s2, M, K, x2.stride(0), s2.stride(0), s2.stride(1), eps, fp8_max,
+                                  GROUP=group_size, BLOCK_M=block_m, BLOCK_G=block_g, UE8M0=ue8m0,
+                                  num_warps=4)
+    return q, s
+
+
+@torch.library.custom_op("conformance::fp8_group_quant_triton", mutates_args=())
+def fp8_group_quant_triton_op(x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_max: float,
+                              eps: float, ue8m0: bool, column_major_scales: bool
+                              ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(q like x in fp8_dtype, float32 scales [*x.shape[:-1], K / group_size], row- or column-major)."""
+    return launch(x, group_size, fp8_dtype, fp8_max, eps, ue8m0, column_major_scales)
+
+
+@fp8_group_quant_triton_op.register_fake
+def _(x, group_size, fp8_dtype, fp8_max, eps, ue8m0, column_major_scales):
+    return (torch.empty(x.shape, dtype=fp8_dtype, device=x.device),
+            empty_scales(x.shape, group_size, column_major_scales, x.device))
+
+
+def triton_gates(config, target: Target) -> str | None:
+    if target.kind not in ("cuda", "rocm", "cpu"):
+        return f"target={target} not supported (allowed: any cuda or rocm target, or cpu via the interpreter)"
+    group = None
+    if not 0 < config.group_size <= MAX_GROUP_SIZE:
+        group = f"group_size={config.group_size} not supported (allowed: 1..{MAX_GROUP_SIZE}, one group per tile row)"
+    return first_refusal(gate_family(config), group, gate_hidden_multiple(config), gate_input_dtype(config),
+                         gate_fp8_dtype_for_target(config, target))
+
+
+@register_kernel
+class Fp8GroupQuantTriton(Kernel):
+    name = "fp8_group_quant_triton"
+    family = "fp8_group_quant"
+    priority = 10
+    deterministic = True
+    zero_group_policy = "triton"  # all-zero group: scale eps / fp8_max (UE8M0: rounded up, 2^-42)
+    gate_summary = ("cuda (e4m3fn, sm89+)/rocm (e4m3fnuz on gfx94x, e4m3fn elsewhere)/cpu (interpreter); "
+                    f"fp16/bf16/fp32 in; group 1..{MAX_GROUP_SIZE}; hidden%group==0; UE8M0; column-major scales")
+    op = torch.ops.conformance.fp8_group_quant_triton.default
+
+    def can_implement(self, config, target: Target) -> str | None:
+        return triton_gates(config, target)
+
+    def availability(self, target: Target) -> str | None:
+        return triton_availability(target)
+
+    def load(self, config, _unused=None) -> Fp8QuantParams:
+        return params_from_config(config)
+
+    def apply(self, p: Fp8QuantParams, x: torch.Tensor):
+        check_input(x, p)
+        return self.op(x, p.group_size, p.torch_fp8, p.fp8_max, p.eps, p.ue8m0, p.column_major_scales)
+
+    def model(self, p: Fp8QuantParams, x: torch.Tensor):
+        def scale(amax):
+            s = torch.maximum(amax, f32(p.eps)) / f32(p.fp8_max)
+            return ue8m0_ceil(s) if p.ue8m0 else s
+
+        return quantize_groups(x, p, scale)
