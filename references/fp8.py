@@ -85,6 +85,24 @@ def _check_common(fp8_dtype: str, group_size: int, zero_group_policy: str) -> No
             f"one of {ZERO_GROUP_POLICIES}")
 
 
+def _quantize(xg: torch.Tensor, scales: torch.Tensor, fp8_dtype: str) -> torch.Tensor:
+    fp8_max = FP8_MAX[fp8_dtype]
+    return (xg / scales.unsqueeze(-1)).clamp(-fp8_max, fp8_max).to(FP8_DTYPES[fp8_dtype])
+
+
+def fp8_quantize_with_scales(x: torch.Tensor, scales: torch.Tensor, group_size: int,
+                             fp8_dtype: str = "float8_e4m3fn") -> torch.Tensor:
+    """q = fp8(clamp(x / scale, -fp8_max, fp8_max)) with given fp32 scales [*x.shape[:-1], G] (saturating)."""
+    _check_common(fp8_dtype, group_size, "triton")
+    K = x.shape[-1]
+    require(K % group_size == 0, "x.shape[-1]", K, f"a multiple of group_size={group_size}")
+    want = (*x.shape[:-1], K // group_size)
+    require(tuple(scales.shape) == want, "scales.shape", tuple(scales.shape), f"{want} (x.shape[:-1] + (G,))")
+    require(scales.dtype == _F32, "scales.dtype", scales.dtype, "torch.float32")
+    xg = x.to(_F32).reshape(*want, group_size)
+    return _quantize(xg, scales, fp8_dtype).reshape(x.shape)
+
+
 def fp8_group_quant_reference(x: torch.Tensor, group_size: int, fp8_dtype: str = "float8_e4m3fn",
                               ue8m0: bool = False, column_major_scales: bool = False, eps: float = 1e-10,
                               zero_group_policy: str = "triton") -> tuple[torch.Tensor, torch.Tensor]:
@@ -108,8 +126,7 @@ def fp8_group_quant_reference(x: torch.Tensor, group_size: int, fp8_dtype: str =
     xg = xf.reshape(*x.shape[:-1], G, group_size)
     amax = xg.abs().amax(dim=-1) if xg.numel() else torch.zeros(xg.shape[:-1], dtype=_F32)
     scales = group_scales(amax, fp8_max, eps, ue8m0, zero_group_policy)
-    qf = (xg / scales.unsqueeze(-1)).clamp(-fp8_max, fp8_max)
-    q = qf.reshape(x.shape).to(FP8_DTYPES[fp8_dtype])
+    q = _quantize(xg, scales, fp8_dtype).reshape(x.shape)
     if column_major_scales:
         scales = scales.t().contiguous().t()
     return q, scales
