@@ -105,7 +105,7 @@ def _bits_equal(a, b) -> bool:
 
 
 def _u8(t: torch.Tensor) -> torch.Tensor:
-    return t.detach().cpu().contiguous().view(torch.uint8)
+    return t.detach().cpu().contiguous().reshape(-1).view(torch.uint8)  # reshape: size-1 dims keep odd strides
 
 
 def _call(kernel, mode: str, operands, x):
@@ -172,7 +172,10 @@ def _run_w4a16(case: Case, k, config, mode: str, check_det: bool) -> tuple[Compa
     w = random_canonical(case.K, case.N, case.group_size, case.weight_type, act, case.regime, case.seed,
                          act_order=case.act_order)
     x = random_activations(case.M, case.K, act, case.regime, case.seed)
-    ckpt = codecs.encode(w, case.format)
+    # GPTQ v1 cannot store z = 0 (it stores z - 1): encode with the int32 borrow real v1 checkpoints
+    # carry, so every kernel reading v1 is tested on it (CONTRACTS.md section 3)
+    policy = {"v1_zero_policy": "borrow"} if case.format == "gptq_v1" else {}
+    ckpt = codecs.encode(w, case.format, **policy)
     operands = k.load(ckpt)
     dev = _device_for(mode)
     xd = x.to(dev)

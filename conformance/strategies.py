@@ -219,3 +219,22 @@ def any_case_ids() -> st.SearchStrategy[Case]:
         st.integers(1, 64), st.integers(1, 4096), st.sampled_from(FP8_ACT_DTYPES), st.sampled_from(FP8_DTYPE_NAMES),
         st.booleans(), st.booleans())
     return st.one_of(w4, f8)
+
+
+def refusal_reason(kernel, target) -> str:
+    """Why `kernel` gets no cases on `target`: its gate's reason for a representative config."""
+    k, t = _kernel(kernel), _target(target)
+    if k.family == "w4a16":
+        cfg = W4A16Config(weight_type="uint4b8", group_size=128, act_order=False, dtype="float16", N=64, K=256)
+    else:
+        cfg = Fp8QuantConfig(group_size=128, dtype="bfloat16", hidden=512)
+    why = k.can_implement(cfg, t)
+    return f"{k.name} accepts no case on {t}: " + (why or "no class within the profile's shapes passes its gate")
+
+
+def has_cases(kernel, target, tier: str, profile=None) -> bool:
+    """True when the gate accepts at least one class (so `cases(...)` can draw)."""
+    k = _kernel(kernel)
+    if k.family == "w4a16":
+        return bool(w4a16_classes(k, target, tier, profile))
+    return bool(fp8_classes(k, target, profile))

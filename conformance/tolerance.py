@@ -166,4 +166,4 @@ def compare_exact(y: torch.Tensor, expected: torch.Tensor) -> Comparison:
 
 def _bits(t: torch.Tensor) -> torch.Tensor:
     view = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[t.element_size()]
-    return t.contiguous().view(view)
+    return t.contiguous().reshape(-1).view(view).reshape(t.shape)
