@@ -1,0 +1,43 @@
+"""The pytest plugin: records from every xdist worker reach the controller's JSON report, none lost."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TEST_FILE = '''
+import os
+import pytest
+from conformance import results
+
+@pytest.mark.parametrize("i", range(12))
+def test_records(i):
+    for j in range(3):
+        results.record("k%d" % (i % 3), "exact", "pass" if j else "fail", run_mode="model",
+                       case_id="case-%d-%d" % (i, j), worker=os.environ.get("PYTEST_XDIST_WORKER", "main"))
+'''
+
+
+def _run(tmp_path, *args):
+    (tmp_path / "test_emit.py").write_text(TEST_FILE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    report = tmp_path / "out" / "report.json"
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q",
+                        "-p", "no:cacheprovider", "--conformance-report", str(report), *args, "test_emit.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return json.loads(report.read_text()), p.stdout
+
+
+def test_report_merges_every_worker_record(tmp_path):
+    doc, out = _run(tmp_path, "-n", "2")
+    recs = doc["records"]
+    assert sorted(r["case_id"] for r in recs) == sorted(f"case-{i}-{j}" for i in range(12) for j in range(3))
+    assert {r["worker"] for r in recs} == {"gw0", "gw1"}
+    assert doc["target"] == "cpu" and doc["profile"] == "ci" and doc["selection"]
+    # terminal summary: kernel x check table with run_mode, ledger, replay lines of the failures
+    assert "conformance summary" in out and "selection ledger" in out
+    assert "FAIL case-0-0 [model]" in out
+
