@@ -12,9 +12,10 @@ import dataclasses
 import operator
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -381,6 +382,8 @@ def inductor_dirs(root: str | os.PathLike | None = None) -> None:
     tmp = base / "tmp"
     tmp.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("TMPDIR", str(tmp))
+    # no compile-worker subprocess pool: on 2 cores its start-up costs more than it saves here
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 
 @dataclass

@@ -5,6 +5,7 @@ Each route is a registered fp8_group_quant kernel; a route whose op is absent he
 """
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 import torch
@@ -15,6 +16,7 @@ from .config import Fp8QuantConfig
 from .registry import get_kernel
 from .targets import detect_target
 
+_ROUTE_MODULES = {"cuda": "vllm", "aiter": "aiter"}  # where the upstream ops come from
 ROUTES = {"triton": "fp8_group_quant_triton", "native": "fp8_group_quant_native",
           "cuda": "fp8_group_quant_cuda", "aiter": "fp8_group_quant_aiter"}
 
@@ -22,7 +24,11 @@ ROUTES = {"triton": "fp8_group_quant_triton", "native": "fp8_group_quant_native"
 def route_availability(route: str) -> str | None:
     """None if the route's quant op runs on this machine, else why not."""
     require(route in ROUTES, "route", route, f"one of {sorted(ROUTES)}")
-    return get_kernel(ROUTES[route]).availability(detect_target())
+    why = get_kernel(ROUTES[route]).availability(detect_target())
+    module = _ROUTE_MODULES.get(route)
+    if why is not None and module is not None and importlib.util.find_spec(module) is None:
+        why = f"{why}; and the op is absent: module {module!r} is not installed"
+    return why
 
 
 @dataclass
@@ -33,10 +39,11 @@ class RmsNormQuantLayer:
     weight: torch.Tensor
     eps: float = 1e-6
     route: str = "triton"
+    kernel_override: str | None = None  # a plugin's quant kernel in place of the route's own
 
     def __post_init__(self):
         require(self.route in ROUTES, "route", self.route, f"one of {sorted(ROUTES)}")
-        self.kernel = get_kernel(ROUTES[self.route])
+        self.kernel = get_kernel(self.kernel_override or ROUTES[self.route])
         self.params = self.kernel.load(self.config)
 
     @property
