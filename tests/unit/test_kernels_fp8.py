@@ -147,6 +147,27 @@ def test_cuda_model_ue8m0_floor():
     assert st.flatten().tolist() == [2.0 ** -42, 2.0 ** -38]
 
 
+# bf16 (amax, x) where fp8(x * fp32(1/s)) != fp8(x / s) for s = amax * fp32(1/fp8_max): found by search
+RECIPROCAL_WITNESS = {"float8_e4m3fnuz": (1.015625, 6.198883056640625e-06),
+                      "float8_e4m3fn": (1.03125, 1.5735626220703125e-05)}
+
+
+@pytest.mark.parametrize("fp8_name,fp8_max", [("float8_e4m3fnuz", 240.0), ("float8_e4m3fn", 448.0)])
+def test_aiter_model_multiplies_by_reciprocals(fp8_name, fp8_max):
+    aiter = registry.get_kernel("fp8_group_quant_aiter")
+    p = aiter.load(Fp8QuantConfig(128, "bfloat16", fp8_name, hidden=128))
+    amax, v = RECIPROCAL_WITNESS[fp8_name]
+    x = torch.zeros(1, 128, dtype=torch.bfloat16)
+    x[0, 0], x[0, 1] = amax, v
+    q, s = aiter.model(p, x)
+    f32 = torch.float32
+    assert s.item() == (torch.tensor(amax, dtype=f32) * torch.tensor(1.0 / fp8_max, dtype=f32)).item()
+    by_reciprocal = (torch.tensor(v) * (1.0 / s[0])).to(p.torch_fp8).view(torch.uint8)
+    by_division = (torch.tensor(v) / s[0]).to(p.torch_fp8).view(torch.uint8)
+    assert by_reciprocal != by_division  # the witness tells the two conventions apart
+    assert q.view(torch.uint8)[0, 1] == by_reciprocal
+
+
 @pytest.mark.parametrize("fp8_name,fp8_max", [("float8_e4m3fnuz", 240.0), ("float8_e4m3fn", 448.0)])
 def test_aiter_model_conventions(fp8_name, fp8_max):
     """AITER: the dtype's max (240 on gfx942, not 224), eps 1e-10, reciprocal multiplies; dequantized
