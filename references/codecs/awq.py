@@ -63,7 +63,7 @@ def encode(weight: CanonicalWeight, symmetric_qzeros: bool = True) -> Checkpoint
 
 
 def decode(ckpt: Checkpoint) -> CanonicalWeight:
-    """AWQ checkpoint -> CanonicalWeight (shapes from the checkpoint's config fields; qzeros ignored for biased types)."""
+    """AWQ checkpoint -> CanonicalWeight (shapes from the checkpoint's config; qzeros ignored for biased types)."""
     require(ckpt.format == "awq", "ckpt.format", ckpt.format, "'awq'")
     _require_4bit(ckpt.wtype)
     K, N, t = ckpt.K, ckpt.N, ckpt.tensors

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from codec_weights import random_weight
+
 from references import codecs
 from references.checkpoint import Checkpoint
-from references.codecs import awq, compressed_tensors as ct, gptq
+from references.codecs import awq, gptq
+from references.codecs import compressed_tensors as ct
 from references.codecs import operands as ops
 from references.errors import InvalidInput
 
@@ -60,7 +61,8 @@ CASES = [
      "q_perm", "not a permutation"),
     ("hybrid int8 view width", lambda: ops.hybrid_unpack_qweight(torch.zeros(2, 6, dtype=torch.int8)),
      "qweight.shape", "(2, 6)"),
-    ("v1 zero point 0 refused", lambda: codecs.encode(w4(zeros_fill=0), "gptq_v1"), "zeros", "0 at [group 0, column 0]"),
+    ("v1 zero point 0 refused", lambda: codecs.encode(w4(zeros_fill=0), "gptq_v1"), "zeros",
+     "0 at [group 0, column 0]"),
     ("bad v1 policy", lambda: codecs.encode(w4(), "gptq_v1", v1_zero_policy="wrap"), "v1_zero_policy", "wrap"),
     ("bad version", lambda: gptq.encode(w4(), version="v3"), "version", "v3"),
     ("awq act-order", lambda: codecs.encode(w4(act_order=True), "awq"), "g_idx", "act-order"),
@@ -95,7 +97,8 @@ CASES = [
     ("ct zero point in gptq layout [G, N/8]",
      lambda: codecs.decode(with_tensor("compressed_tensors", "weight_zero_point", torch.zeros(2, 3, dtype=I32))),
      "weight_zero_point.shape", "(2, 3)"),
-    ("ct weight_shape", lambda: codecs.decode(with_tensor("compressed_tensors", "weight_shape", torch.tensor([32, 24]))),
+    ("ct weight_shape",
+     lambda: codecs.decode(with_tensor("compressed_tensors", "weight_shape", torch.tensor([32, 24]))),
      "weight_shape", "[32, 24]"),
     ("ct scale not transposed",
      lambda: codecs.decode(with_tensor("compressed_tensors", "weight_scale", torch.zeros(2, 24, dtype=torch.float16))),

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from references import codecs
-from references.codecs import awq, compressed_tensors as ct, gptq
+from references.codecs import awq, gptq
+from references.codecs import compressed_tensors as ct
 from references.codecs import operands as ops
 from references.errors import InvalidInput
 from references.weight import CanonicalWeight

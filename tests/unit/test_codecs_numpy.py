@@ -4,14 +4,15 @@ on arbitrary words."""
 from __future__ import annotations
 
 import numpy as np
+import numpy_unpacker as nu
 import torch
+from codec_weights import random_weight, random_words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numpy_unpacker as nu
-from codec_weights import random_weight, random_words
 from references import codecs
-from references.codecs import awq, compressed_tensors as ct, gptq
+from references.codecs import awq, gptq
+from references.codecs import compressed_tensors as ct
 from references.codecs import operands as ops
 
 SETTINGS = settings(max_examples=40, deadline=None)

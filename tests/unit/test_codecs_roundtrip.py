@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from codec_weights import random_weight
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from codec_weights import random_weight
 from references import codecs
 from references.checkpoint import CHECKPOINT_FORMATS
 from references.codecs import operands as ops

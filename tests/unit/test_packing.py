@@ -2,13 +2,13 @@
 from __future__ import annotations
 
 import numpy as np
+import numpy_unpacker as nu
 import pytest
 import torch
+from codec_weights import random_words
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import numpy_unpacker as nu
-from codec_weights import random_words
 from references.errors import InvalidInput
 from references.packing import INTERLEAVED, SEQUENTIAL, pack, to_int32_word, unpack
 
