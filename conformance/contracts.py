@@ -281,7 +281,8 @@ def check_fake_vs_real(kernel: Kernel, sample: Sample) -> dict:
         _, call = capture_op_call(kernel, sample)
     real = _leaves(call.out)
     with FakeTensorMode() as mode, count_triton_launches() as fake_launches:
-        conv = (lambda v: mode.from_tensor(v) if isinstance(v, torch.Tensor) else v)
+        def conv(v):
+            return mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
         fargs = tuple(conv(a) for a in call.args)
         fkwargs = {k: conv(v) for k, v in call.kwargs.items()}
         fake = _leaves(op(*fargs, **fkwargs))

@@ -26,7 +26,8 @@ def specs_for(kernel):
             "format": st.sampled_from(["gptq_v2", "awq", "compressed_tensors"]), "seed": st.integers(0, 2**16)})
     else:
         base = st.fixed_dictionaries({
-            "M": st.sampled_from([1, 3, 17]), "K": st.sampled_from([128, 256]), "group_size": st.sampled_from([64, 128]),
+            "M": st.sampled_from([1, 3, 17]), "K": st.sampled_from([128, 256]),
+            "group_size": st.sampled_from([64, 128]),
             "dtype": st.sampled_from(["float16", "bfloat16", "float32"]),
             "fp8_dtype": st.sampled_from(["float8_e4m3fn", "float8_e4m3fnuz"]), "ue8m0": st.booleans(),
             "column_major": st.booleans(), "seed": st.integers(0, 2**16)})
