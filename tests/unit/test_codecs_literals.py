@@ -136,14 +136,19 @@ def test_ct_weight_packed_rows_are_output_channels():
 
 
 def test_ct_zero_point_is_n_major():
-    # z [G=2, N=8]: z[0] = 0..7 -> word[0, 0] = 0x76543210 ; z[1] = F..8 -> word[0, 1] = 0x89ABCDEF
-    z = torch.cat([row(0, 1, 2, 3, 4, 5, 6, 7), row(15, 14, 13, 12, 11, 10, 9, 8)], dim=0)
-    expect = words(0x76543210, 0x89ABCDEF)[None, :]  # shape [N/8=1, G=2]
+    # z [G=2, N=16]: z[0] = 0..15, z[1] = 15..0
+    #   z[0, 0:8] = 0..7 -> 0x76543210   z[0, 8:16] = 8..15 -> 0xFEDCBA98
+    #   z[1, 0:8] = F..8 -> 0x89ABCDEF   z[1, 8:16] = 7..0  -> 0x01234567
+    # compressed-tensors [N/8, G]: row i = N-block i, column g = group g
+    z = torch.stack([torch.arange(16, dtype=torch.int32), torch.arange(15, -1, -1, dtype=torch.int32)])
+    expect = torch.stack([words(0x76543210, 0x89ABCDEF), words(0xFEDCBA98, 0x01234567)])
     assert torch.equal(ct.pack_zero_point(z), expect)
     assert torch.equal(ct.unpack_zero_point(expect), z)
-    # the GPTQ/Triton zero layout is the transpose: [G, N/8]
-    assert torch.equal(ops.pack_zeros_gn(z), expect.t())
     assert torch.equal(ops.pack_zeros_ng(z), expect)
+    assert torch.equal(ops.unpack_zeros_ng(expect), z)
+    # the GPTQ/Triton zero layout is the transpose, [G, N/8] (same shape here: only the values tell them apart)
+    assert torch.equal(ops.pack_zeros_gn(z), expect.t())
+    assert torch.equal(gptq.pack_qzeros(z, "v2"), expect.t())
 
 
 def test_ct_checkpoint_names_and_shapes():
