@@ -1,0 +1,100 @@
+"""`git bisect run python -m conformance repro ID` names the commit that broke a kernel's load step.
+
+A scratch repository gets the project's tracked files (commit 1), a harmless commit, a commit that
+makes torch_dequant_w4a16's load step misread the checkpoint's qweight (a flipped low bit in every
+packed word), then another harmless commit. Plain torch kernel, exact tier: every repro costs one
+process start, no interpreter time.
+"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CASE = "w4a16/torch_dequant_w4a16/M3-N64-K128-g32-uint4-noao-fp16-gptq_v2-exact-exact-s1"
+
+# Appended to kernels/torch_dequant_w4a16.py by the breaking commit: wraps the registered kernel's load
+# (so it survives rewrites of that file) and reads every qweight word with bit 0 flipped.
+BUG = '''
+
+# --- bisect test: the breaking change ---------------------------------------------------------------
+import dataclasses as _dc
+
+from conformance.registry import get_kernel as _get_kernel
+
+_original_load = type(_get_kernel("torch_dequant_w4a16")).load
+
+
+def _load_misreading_qweight(self, checkpoint, config=None):
+    tensors = dict(checkpoint.tensors, qweight=checkpoint.tensors["qweight"] ^ 1)
+    return _original_load(self, _dc.replace(checkpoint, tensors=tensors), config)
+
+
+type(_get_kernel("torch_dequant_w4a16")).load = _load_misreading_qweight
+'''
+
+
+def _git(repo, *args):
+    return subprocess.run(["git", "-c", "user.name=bisect-test", "-c", "user.email=bisect@test",
+                           "-c", "commit.gpgsign=false", *args], cwd=repo, check=True, capture_output=True,
+                          text=True, timeout=120).stdout
+
+
+def _commit(repo, msg):
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-q", "-m", msg)
+    return _git(repo, "rev-parse", "HEAD").strip()
+
+
+def _scratch_repo(dest: Path) -> Path:
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True,
+                           timeout=60).stdout.decode().split("\0")
+    for f in filter(None, files):
+        src = ROOT / f
+        if src.is_file():  # tracked but deleted in the working tree: leave out
+            (dest / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / f)
+    _git(dest, "init", "-q")
+    return dest
+
+
+def _env():
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYTHONPATH", "CONFORMANCE_PLUGINS") and not k.startswith("GIT_")}
+    return env
+
+
+def test_bisect_run_names_the_breaking_commit(tmp_path):
+    if not (ROOT / "conformance" / "commands" / "repro.py").exists():
+        pytest.skip("the repro command is not written yet")
+    repo = _scratch_repo(tmp_path / "repo")
+    # an installed (non-editable) conformance_kernels would shadow the scratch tree's kernels/
+    spec = subprocess.run([sys.executable, "-c", "import importlib.util as u; s = u.find_spec('conformance_kernels');"
+                           "print(s.origin if s else '')"], cwd=repo, env=_env(), capture_output=True,
+                          text=True, timeout=60).stdout.strip()
+    if spec:
+        pytest.skip(f"conformance_kernels is installed at {spec}: a scratch checkout would load those kernels")
+
+    good = _commit(repo, "base: the project as it is")
+    (repo / "NOTES.txt").write_text("harmless 1\n")
+    _commit(repo, "harmless: notes")
+    with open(repo / "kernels" / "torch_dequant_w4a16.py", "a") as f:
+        f.write(BUG)
+    bad = _commit(repo, "torch_dequant_w4a16: 'faster' qweight read")
+    (repo / "NOTES.txt").write_text("harmless 2\n")
+    _commit(repo, "harmless: notes 2")
+
+    _git(repo, "bisect", "start", "HEAD", good)
+    p = subprocess.run(["git", "bisect", "run", sys.executable, "-m", "conformance", "repro", CASE], cwd=repo,
+                       env=_env(), capture_output=True, text=True, timeout=300)
+    log = p.stdout + p.stderr
+    assert p.returncode == 0, log
+    m = re.search(r"^([0-9a-f]{40}) is the first bad commit", log, re.M)
+    assert m, log
+    assert m.group(1) == bad, log
+    # a numerical failure, not a crash: bisect would "find" a commit that broke imports just as well
+    assert f"FAIL {CASE}" in log and "ERROR" not in log, log
