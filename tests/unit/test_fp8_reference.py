@@ -213,6 +213,12 @@ def test_ue8m0_fp32_log2_ambiguity_is_flagged():
     assert ue8m0_round_up(s).item() == 2.0**-6
     assert ue8m0_ambiguous(s).item() and not ue8m0_ambiguous(torch.tensor(2.0**-7)).item()
     assert not ue8m0_ambiguous(torch.tensor(0.15)).item()
+    # end to end: amax one ulp above 3.5 = 448 * 2^-7 gives a raw scale just above 2^-7 -> scale 2^-6
+    amax = torch.nextafter(torch.tensor(3.5), torch.tensor(4.0))
+    x = torch.stack([amax, torch.tensor(1.0), torch.tensor(0.0), torch.tensor(0.0)])[None]
+    q, sc = fp8_group_quant_reference(x, 4, ue8m0=True)
+    assert ue8m0_ambiguous(amax / 448).item() and sc.item() == 2.0**-6
+    assert q.float()[0, :2].tolist() == [224.0, 64.0]  # 3.5000002 * 64 -> 224; 1 * 64
     # away from the flagged band, torch's fp32 formula and the exact rounding agree
     g = torch.Generator().manual_seed(0)
     r = torch.exp2(torch.rand(20000, generator=g) * 80 - 60)
@@ -238,13 +244,16 @@ def test_column_major_scales_layout():
 def test_batched_rows_and_dequantize():
     g = torch.Generator().manual_seed(4)
     x = torch.randn(2, 3, 16, generator=g, dtype=torch.float32).to(torch.bfloat16)
-    q, s = fp8_group_quant_reference(x, 8, ue8m0=True)
-    assert q.shape == x.shape and s.shape == (2, 3, 2)
-    q2, s2 = quant_second_impl(x.float().numpy(), 8, FN, ue8m0=True)
-    assert np.array_equal(_qbytes(q), q2) and np.array_equal(s.numpy(), s2)
-    x_hat = dequantize_fp8_groups(q, s, 8).numpy()
-    want = (q.float().numpy().reshape(2, 3, 2, 8) * s.numpy()[..., None].astype(np.float64)).astype(np.float32)
-    assert np.array_equal(x_hat, want.reshape(2, 3, 16))
+    for ue8m0 in (False, True):
+        q, s = fp8_group_quant_reference(x, 8, ue8m0=ue8m0)
+        assert q.shape == x.shape and s.shape == (2, 3, 2)
+        q2, s2 = quant_second_impl(x.float().numpy(), 8, FN, ue8m0=ue8m0)
+        assert np.array_equal(_qbytes(q), q2) and np.array_equal(s.numpy(), s2)
+        # dequantize: the exact product (fp64 holds it) rounded once to fp32
+        x_hat = dequantize_fp8_groups(q, s, 8).numpy()
+        want = (q.float().numpy().reshape(2, 3, 2, 8) * s.numpy()[..., None].astype(np.float64)).astype(np.float32)
+        assert np.array_equal(x_hat, want.reshape(2, 3, 16))
+        assert np.abs(x_hat - x.float().numpy()).max() <= np.abs(x.float().numpy()).max() / 8
 
 
 @pytest.mark.parametrize("kwargs,field", [

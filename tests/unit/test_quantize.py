@@ -23,6 +23,7 @@ def test_symmetric_uint4b8_hand_computed():
         0: [1.75, -2.0, 0.5, 0.25],     # g0: s = max(.25, .25) = .25 -> q 7+8, -8+8
                                         # g1: s = .5/7 -> fp16 1170/16384; .25/s = 3.5009 -> 4 (from stored scale)
         1: [-2.0, 0.375, -2.0, 0.625],  # s = .25; .375/.25 = 1.5 -> 2 and .625/.25 = 2.5 -> 2 (half to even)
+        2: [1.75, -2.0, 0.5, 0.17855],  # g1: .17855/(.5/7) = 2.4997 but .17855/(1170/16384) = 2.5003 -> 3
     }, K=4)
     r = rtn_quantize(w, 2, "uint4b8", torch.float16)
     assert r.zeros is None and r.scales.dtype == torch.float16
@@ -30,9 +31,10 @@ def test_symmetric_uint4b8_hand_computed():
     assert r.scales[:, 0].double().tolist() == [0.25, 1170 / 16384]
     assert r.q[:, 1].tolist() == [0, 10, 0, 10]
     assert r.scales[:, 1].double().tolist() == [0.25, 0.25]
-    # all-zero groups (columns 2..7): scale 1, q = bias, dequantized exactly 0
-    assert r.q[:, 2:].eq(8).all() and r.scales[:, 2:].eq(1).all()
-    assert r.dequantize()[:, 2:].eq(0).all()
+    assert r.q[:, 2].tolist() == [15, 0, 15, 11]  # q comes from the stored scale
+    # all-zero groups (columns 3..7): scale 1, q = bias, dequantized exactly 0
+    assert r.q[:, 3:].eq(8).all() and r.scales[:, 3:].eq(1).all()
+    assert r.dequantize()[:, 3:].eq(0).all()
 
 
 def test_asymmetric_uint4_hand_computed():
