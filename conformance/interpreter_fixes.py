@@ -13,6 +13,9 @@ What is wrong upstream (triton 3.9.0, triton/runtime/interpreter.py, class Inter
      values below the smallest normal; fp8 NaN codes widen to +-480.
      Related: https://github.com/triton-lang/triton/issues/8322
 
+  4. Elementwise ops on bf16 tensors (add, mul, compares, min/max, clamp, neg, exp, fma, ...) apply numpy
+     to the raw uint16 patterns, so x * y on bf16 is garbage and negative values compare wrongly.
+
 What `apply()` patches (at the builder class, so `unpatched()` can restore the originals):
   - `create_dot`: bf16 operands are widened exactly to fp32 (bits << 16) before the matmul, as the
     GPU's bf16 MMA does (products exact, fp32 accumulation).
@@ -25,9 +28,13 @@ What `apply()` patches (at the builder class, so `unpatched()` can restore the o
     differs only out of range (its e4m3fnuz cast gives NaN above 240). Kernels that clamp before
     the cast, as the FP8 group quant kernels do, never reach that difference.
 
-Not fixed here (kernels must not rely on them under the interpreter): elementwise arithmetic on bf16
-tensors (also done on raw patterns: upcast to fp32 first), RTZ fp8 casts, other fp8 formats, NaN
-payload bits, and fp64/int64 sources, which torch rounds via fp32 (twice; the GPU rounds once).
+  - `binary_op`, `ternary_op` (clamp), `unary_op`, `create_fma` on bf16: computed on the values in fp32
+    and rounded once to bf16, as torch's CPU bf16 ops do (exact for mul and compares; add/div/fma may
+    round twice where a native bf16 GPU instruction rounds once).
+
+Not fixed here (kernels must not rely on them under the interpreter): RTZ fp8 casts, other fp8 formats,
+fp8 operands of dot with NaN, NaN payload bits, and fp64/int64 sources, which torch rounds via fp32
+(twice; the GPU rounds once).
 
 Pinned to triton 3.9.0. On another version `apply()` patches nothing and warns (RuntimeWarning); the
 reason is in `status()`. Doing nothing rather than raising: the builder's internals change between
@@ -58,6 +65,10 @@ _PATCHES = (
     ("create_dot", "bf16 dot operands widened to fp32 before the matmul (triton#11584)"),
     ("cast_impl", "casts to and from bf16 done by torch, round to nearest even"),
     ("create_fp_to_fp", "fp <-> float8e4nv/float8e4b8 casts done by torch after GPU-style saturation"),
+    ("binary_op", "bf16 arithmetic, min/max and compares on values (fp32, then round to nearest even)"),
+    ("ternary_op", "bf16 clamp on values"),
+    ("unary_op", "bf16 neg/exp/log/sqrt/floor/... on values"),
+    ("create_fma", "bf16 fma on values (fp32 fma, then round)"),
 )
 
 
@@ -202,4 +213,46 @@ def _make_patches(interp):
             return TensorHandle(from_torch(out, t).reshape(np.shape(src.data)), t)
         return orig_fp_to_fp(self, src, dst_type, rounding_mode)
 
-    return {"create_dot": create_dot, "cast_impl": cast_impl, "create_fp_to_fp": create_fp_to_fp}
+    # bf16 elementwise ops: the builder applies numpy ufuncs to the uint16 storage. Compute on the values in
+    # fp32 and round once to bf16 (torch's CPU bf16 ops do the same; exact for mul and compares).
+    float_binary = {np.add, np.multiply, np.divide, np.fmod, np.subtract, np.minimum, np.fmin, np.maximum,
+                    np.fmax, np.less, np.greater, np.less_equal, np.greater_equal, np.equal, np.not_equal}
+    float_unary = {np.negative, np.cos, np.sin, np.exp, np.exp2, np.log, np.log2, np.sqrt, np.floor, np.ceil}
+    orig_binary, orig_ternary = interp.InterpreterBuilder.binary_op, interp.InterpreterBuilder.ternary_op
+    orig_unary, orig_fma = interp.InterpreterBuilder.unary_op, interp.InterpreterBuilder.create_fma
+
+    def bf16_values(data):
+        return (np.asarray(data).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+    def bf16_bits(values):
+        t = torch.from_numpy(np.ascontiguousarray(values, dtype=np.float32)).to(torch.bfloat16)
+        return t.view(torch.int16).numpy().view(np.uint16).reshape(np.shape(values))
+
+    def is_bf16(h):
+        return h.dtype.scalar == tl.bfloat16
+
+    def binary_op(self, lhs, rhs, op):
+        if is_bf16(lhs) and is_bf16(rhs) and op in float_binary:
+            out = op(bf16_values(lhs.data), bf16_values(rhs.data))
+            return TensorHandle(out if out.dtype == np.bool_ else bf16_bits(out), lhs.dtype.scalar)
+        return orig_binary(self, lhs, rhs, op)
+
+    def ternary_op(self, lhs, rhs, other, op):
+        if op is np.clip and is_bf16(lhs) and is_bf16(rhs) and is_bf16(other):
+            out = np.clip(bf16_values(lhs.data), bf16_values(rhs.data), bf16_values(other.data))
+            return TensorHandle(bf16_bits(out), other.dtype.scalar)
+        return orig_ternary(self, lhs, rhs, other, op)
+
+    def unary_op(self, arg, op):
+        if is_bf16(arg) and op in float_unary:
+            return TensorHandle(bf16_bits(op(bf16_values(arg.data))), arg.dtype.scalar)
+        return orig_unary(self, arg, op)
+
+    def create_fma(self, x, y, z):
+        if is_bf16(x) and is_bf16(y) and is_bf16(z):
+            args = np.broadcast_arrays(bf16_values(x.data), bf16_values(y.data), bf16_values(z.data))
+            return TensorHandle(bf16_bits(interp._interpreter.fma_fp32(*args)), z.dtype.scalar)
+        return orig_fma(self, x, y, z)
+
+    return {"create_dot": create_dot, "cast_impl": cast_impl, "create_fp_to_fp": create_fp_to_fp,
+            "binary_op": binary_op, "ternary_op": ternary_op, "unary_op": unary_op, "create_fma": create_fma}

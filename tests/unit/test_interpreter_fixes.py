@@ -198,6 +198,58 @@ def test_int_to_bf16_equals_torch():
     assert _mismatches(_cast(x, torch.bfloat16, tl.bfloat16), x.to(torch.bfloat16)) == 0
 
 
+# --------------------------------------------------------------------------------- bf16 elementwise ops
+
+@triton.jit
+def _bf16_ops_kernel(x_ptr, y_ptr, out_ptr, BLOCK: tl.constexpr):
+    offs = tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs)
+    y = tl.load(y_ptr + offs)
+    tl.store(out_ptr + 0 * BLOCK + offs, x * y)
+    tl.store(out_ptr + 1 * BLOCK + offs, x + y)
+    tl.store(out_ptr + 2 * BLOCK + offs, x - y)
+    tl.store(out_ptr + 3 * BLOCK + offs, tl.maximum(x, y))
+    tl.store(out_ptr + 4 * BLOCK + offs, tl.where(x < y, x, y))
+    tl.store(out_ptr + 5 * BLOCK + offs, -x)
+    tl.store(out_ptr + 6 * BLOCK + offs, tl.clamp(x, -y.abs(), y.abs()))
+    tl.store(out_ptr + 7 * BLOCK + offs, x / y)
+    tl.store(out_ptr + 8 * BLOCK + offs, tl.clamp(x, -y.abs(), y.abs(), propagate_nan=tl.PropagateNan.ALL))
+    tl.store(out_ptr + 9 * BLOCK + offs, tl.fma(x, y, x))
+
+
+def _bf16_ops(x, y):
+    out = torch.empty(10, x.numel(), dtype=torch.bfloat16)
+    _bf16_ops_kernel[(1,)](x, y, out, BLOCK=x.numel())
+    return out
+
+
+def _bf16_ops_operands():
+    g = torch.Generator().manual_seed(2)
+    x = (torch.randn(256, generator=g) * 3).bfloat16()
+    y = (torch.randn(256, generator=g) * 3).bfloat16()
+    y[y == 0] = 1
+    return x, y
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # the buggy fma
+def test_bf16_elementwise_bug_exists_without_fix():
+    x, y = _bf16_ops_operands()
+    with fixes.unpatched():
+        got = _bf16_ops(x, y)
+    assert _mismatches(got[0], x * y) > 200  # raw 16-bit patterns multiplied
+    assert _mismatches(got[3], torch.maximum(x, y)) > 0  # negative values compare wrongly as uint16
+
+
+def test_bf16_elementwise_equals_torch():
+    x, y = _bf16_ops_operands()
+    want = torch.stack([x * y, x + y, x - y, torch.maximum(x, y), torch.where(x < y, x, y), -x,
+                        torch.clamp(x, -y.abs(), y.abs()), x / y, torch.clamp(x, -y.abs(), y.abs()),
+                        (x.float() * y.float() + x.float()).bfloat16()])  # the fp32 product is exact
+    got = _bf16_ops(x, y)
+    for i in range(want.shape[0]):
+        assert _mismatches(got[i], want[i]) == 0, f"op #{i}"
+
+
 # ------------------------------------------------------------------------------------------ fp8 casts
 
 @pytest.mark.parametrize("name", sorted(FP8))
