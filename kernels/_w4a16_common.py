@@ -159,7 +159,9 @@ def load_triton_operands(checkpoint, allow_act_order: bool, device=None) -> Trit
 
 
 def to_device(o: TritonW4A16Operands, device) -> TritonW4A16Operands:
-    mv = (lambda t: None if t is None else t.to(device))
+    """The same operands with every tensor on `device` (no copy when already there)."""
+    def mv(t):
+        return None if t is None else t.to(device)
     return TritonW4A16Operands(mv(o.b_q), mv(o.scales), mv(o.qzeros), o.zp_bias, o.group_size, mv(o.perm))
 
 

@@ -45,8 +45,9 @@ def _interpreter_bf16_elementwise_ok() -> bool:
 
 
 # The Triton kernels dequantize with a bf16 multiply, which triton 3.9's interpreter does on raw bit
-# patterns and conformance.interpreter_fixes does not (yet) patch. Strict: the day the interpreter or
-# the fixes get it right, these xfails turn into failures and must be removed.
+# patterns unless conformance.interpreter_fixes patches elementwise bf16 (its binary_op fix). Where it
+# is not patched (fixes off, another triton), the probe marks bf16 Triton runs xfail; strict, so a
+# case that passes while the probe says the interpreter is broken is reported, not hidden.
 BF16_INTERP_BROKEN = interpreting() and not _interpreter_bf16_elementwise_ok()
 _bf16_triton = pytest.mark.xfail(BF16_INTERP_BROKEN, strict=True,
                                  reason="Triton interpreter multiplies bf16 tensors as raw bits; "
