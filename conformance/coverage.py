@@ -49,11 +49,19 @@ def w4a16_configs(weight_types=WEIGHT_TYPES_4BIT, N: int = 4096, K: int = 4096) 
     return out
 
 
-def fp8_configs(hidden: int = 7168) -> list[Fp8QuantConfig]:
+def fp8_configs(hidden: int = 7168, fp8_dtypes=FP8_DTYPES) -> list[Fp8QuantConfig]:
     """fp8 dtype x group size x UE8M0 scales x input dtype x scale layout, in a fixed order."""
     return [Fp8QuantConfig(gs, dt, fp8, ue8m0=ue, column_major_scales=cm, hidden=hidden)
-            for fp8, gs, ue, dt, cm in itertools.product(FP8_DTYPES, FP8_GROUP_SIZES, (False, True),
+            for fp8, gs, ue, dt, cm in itertools.product(fp8_dtypes, FP8_GROUP_SIZES, (False, True),
                                                          FP8_INPUT_DTYPES, (False, True))]
+
+
+def platform_fp8_dtypes(target: Target) -> tuple[str, ...]:
+    """The fp8 dtypes a model asks for on `target`: e4m3fnuz on gfx94x, e4m3fn on other GPUs, both on cpu
+    (CONTRACTS.md section 6). Sweeping the other one would report gaps no model can hit."""
+    if target.is_cpu:
+        return FP8_DTYPES
+    return ("float8_e4m3fnuz",) if target.gfx_family == "gfx94" else ("float8_e4m3fn",)
 
 
 def claims_8bit(kernels, target: Target) -> bool:
@@ -99,8 +107,13 @@ def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7
     if "w4a16" in families:
         wts = WEIGHT_TYPES_4BIT + (WEIGHT_TYPES_8BIT if claims_8bit(ks, target) else ())
         configs += w4a16_configs(wts, N, K)
+    excluded = list(EXCLUDED)
     if "fp8_group_quant" in families:
-        configs += fp8_configs(hidden)
+        fp8s = platform_fp8_dtypes(target)
+        configs += fp8_configs(hidden, fp8s)
+        for other in sorted(set(FP8_DTYPES) - set(fp8s)):
+            excluded.append({"what": f"fp8_group_quant with fp8_dtype {other}",
+                             "why": f"models on {target} quantize to {fp8s[0]}"})
     rows = []
     for cfg in configs:
         sel = registry.select(cfg, target, ks)
@@ -112,7 +125,7 @@ def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7
         })
     report = {"target": str(target), "kernels": [k.name for k in ks], "families": families, "configs": rows}
     report.update(summarize(rows, ks, configs))
-    report["excluded"] = EXCLUDED
+    report["excluded"] = excluded
     report["wall_time_s"] = round(time.perf_counter() - t0, 4)
     return report
 
@@ -178,7 +191,8 @@ def render_table(report: dict) -> str:
             continue
         fk = [k for k in ks if k in classes[0]["accepted"]]
         w = max(len(c["class"]) for c in classes) + 2
-        lines += ["", f"[{fam}]  cells: configs of the class each kernel accepts (over formats x dtypes)",
+        folded = "checkpoint formats x act dtypes" if fam == "w4a16" else "input dtypes x scale layouts"
+        lines += ["", f"[{fam}]  cells: configs of the class each kernel accepts (over {folded})",
                   f"{'CONFIG CLASS':<{w}}" + "".join(f"{k:>{max(len(k), 5) + 2}}" for k in fk) + "   SELECTED"]
         for c in classes:
             cells = "".join(f"{_cell(c['accepted'][k], c['n_configs']):>{max(len(k), 5) + 2}}" for k in fk)

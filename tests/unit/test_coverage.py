@@ -114,7 +114,7 @@ class _FakeFp8(registry.Kernel):
 
 
 def test_fp8_space_and_html_view(tmp_path):
-    r = coverage.sweep("gfx942", [_FakeFp8()])
+    r = coverage.sweep("cpu", [_FakeFp8()])
     assert r["families"] == ["fp8_group_quant"]
     cfgs = [row["config"] for row in r["configs"]]
     assert {c["fp8_dtype"] for c in cfgs} == {"float8_e4m3fn", "float8_e4m3fnuz"}
@@ -148,3 +148,11 @@ def test_bad_view_and_target_exit_2(capsys):
     assert "--format='pdf'" in capsys.readouterr().err
     assert cli.main(["coverage", "--target", "gfx11"]) == 2
     assert "--target='gfx11'" in capsys.readouterr().err
+
+
+def test_fp8_dtype_follows_the_platform():
+    # gfx94x quantizes to e4m3fnuz, other GPUs to e4m3fn: the other dtype would be a gap no model hits
+    for target, fp8 in (("gfx942", "float8_e4m3fnuz"), ("sm90", "float8_e4m3fn"), ("gfx1201", "float8_e4m3fn")):
+        r = coverage.sweep(target, [_FakeFp8()])
+        assert {row["config"]["fp8_dtype"] for row in r["configs"]} == {fp8}, target
+        assert any("fp8_dtype" in e["what"] and fp8 in e["why"] for e in r["excluded"]), r["excluded"]
