@@ -143,9 +143,9 @@ class RDNA3W4A16(Kernel):
         require(x.dim() == 2 and x.shape[1] == operands.K, "x.shape", tuple(x.shape), f"(M, K={operands.K})")
         gs = operands.group_size
         _, ops = _codecs()
-        q = ops.exllama_unshuffle(operands.qweight, None).to(torch.float32)  # [K, N], kernel (sorted) order
-        z = ops.unpack_zeros_gn(operands.qzeros).to(torch.float32) + 1  # the kernel's +1 (v1)
-        s = operands.scales
+        q = ops.exllama_unshuffle(operands.qweight.cpu(), None).to(torch.float32)  # [K, N], kernel (sorted) order
+        z = ops.unpack_zeros_gn(operands.qzeros.cpu()).to(torch.float32) + 1  # the kernel's +1 (v1)
+        s = operands.scales.cpu()
         qz = q - z.repeat_interleave(gs, dim=0)
         s_rows = s.repeat_interleave(gs, dim=0)
         w = (qz.to(s.dtype) * s_rows).float() if s.dtype == torch.float16 else qz * s_rows.float()

@@ -253,26 +253,26 @@ def _skinny_fake(x, qweight, scales, zeros, group_size, zp_bias):
 # Plain-torch readings of the operands (the model), one per path's numerics
 # ----------------------------------------------------------------------------------------------------------
 
-def _read_operands(qweight, scales, zeros, group_size, zp_bias):
-    """(q - z) as float32 [K, N] and scales [G, N], read from the kernel operands through the codecs."""
+def _read_operands(qweight, scales, zeros, group_size, zp_bias, device):
+    """(q - z) as float32 [K, N] and scales [G, N] on `device`, read from the operands through the codecs."""
     _, ops = _codecs()
-    q = ops.hybrid_unpack_qweight(qweight).to(torch.int64)  # [K, N] logical
+    q = ops.hybrid_unpack_qweight(qweight.cpu()).to(torch.int64)  # [K, N] logical
     K, N = q.shape
     if zeros is None:
         z = torch.full((K // group_size, N), zp_bias, dtype=torch.float32)
     elif zeros.dtype == torch.int32:
-        z = ops.unpack_zeros_ng(zeros).to(torch.float32)  # [G, N]
+        z = ops.unpack_zeros_ng(zeros.cpu()).to(torch.float32)  # [G, N]
     else:
-        z = zeros.t().to(torch.float32)
-    z_rows = z.to(q.device).repeat_interleave(group_size, dim=0)
-    return q.to(torch.float32) - z_rows, scales.t()
+        z = zeros.cpu().t().to(torch.float32)
+    qz = q.to(torch.float32) - z.repeat_interleave(group_size, dim=0)
+    return qz.to(device), scales.t().to(device)
 
 
 def gemv_model(x, qweight, scales, zeros, group_size, zp_bias):
     """The HIP GEMV's numerics: per group, fp32 dot of x with the exact integers (q - z), then times the scale
     in fp32, summed in fp32; one cast at the end."""
     M, N, K, G = _check_operand_tensors(x, qweight, scales, zeros, group_size)
-    qz, s = _read_operands(qweight, scales, zeros, group_size, zp_bias)
+    qz, s = _read_operands(qweight, scales, zeros, group_size, zp_bias, x.device)
     part = torch.einsum("mgk,gkn->mgn", x.float().reshape(M, G, group_size), qz.reshape(G, group_size, N))
     return (part * s.float()[None]).sum(dim=1).to(x.dtype)
 
@@ -280,7 +280,7 @@ def gemv_model(x, qweight, scales, zeros, group_size, zp_bias):
 def skinny_model(x, qweight, scales, zeros, group_size, zp_bias):
     """The Triton path's numerics: weights dequantized into the act dtype (one rounding), fp32 dot, one cast."""
     _check_operand_tensors(x, qweight, scales, zeros, group_size)
-    qz, s = _read_operands(qweight, scales, zeros, group_size, zp_bias)
+    qz, s = _read_operands(qweight, scales, zeros, group_size, zp_bias, x.device)
     w = qz.to(x.dtype) * s.repeat_interleave(group_size, dim=0)
     return (x.float() @ w.float()).to(x.dtype)
 
@@ -412,8 +412,15 @@ class RDNAHybridW4A16(Kernel):
         return HybridOperands(q, scales, zeros, form, bias, w.gs, w.K, w.N)
 
     def _prepare(self, operands: HybridOperands, x: torch.Tensor):
+        """operands.args() on x's device; a padded qweight keeps its row stride there (.to alone would not)."""
         dev = x.device
-        return tuple(t.to(dev) if isinstance(t, torch.Tensor) else t for t in operands.args())
+        qweight, scales, zeros, gs, zp_bias = operands.args()
+        if qweight.device != dev:
+            k8, stride = qweight.shape[1], qweight.stride(0)
+            buf = torch.zeros((qweight.shape[0], stride), dtype=torch.int32, device=dev)
+            buf[:, :k8] = qweight.to(dev)
+            qweight = buf[:, :k8]
+        return qweight, scales.to(dev), None if zeros is None else zeros.to(dev), gs, zp_bias
 
     def apply(self, operands: HybridOperands, x: torch.Tensor):
         return self.op(x, *self._prepare(operands, x))
