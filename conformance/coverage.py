@@ -266,7 +266,8 @@ code{background:#f4f4f4}
 <img alt="heatmap {{ fam.name }}" src="data:image/png;base64,{{ fam.png }}">
 <table><tr><th>config class</th>{% for k in fam.kernels %}<th>{{ k }}</th>{% endfor %}<th>selected</th></tr>
 {% for c in fam.classes %}<tr class="{{ 'gap' if c.gap else '' }}"><td class="label">{{ c.class }}</td>
-{% for k in fam.kernels %}{% set n = c.accepted[k] %}<td class="{{ 'all' if n == c.n_configs else ('some' if n else '') }}">
+{% for k in fam.kernels %}{% set n = c.accepted[k] %}
+<td class="{{ 'all' if n == c.n_configs else ('some' if n else '') }}">
 {{ cell(n, c.n_configs) }}</td>{% endfor %}
 <td>{% if c.served == 0 %}GAP: no kernel{% else %}{% for k, n in c.selected.items() %}{{ k }} {{ cell(n, c.n_configs) }}
 {% endfor %}{% if c.gap %} (GAP: {{ c.n_configs - c.served }} unserved){% endif %}{% endif %}</td></tr>
@@ -274,7 +275,8 @@ code{background:#f4f4f4}
 {% endfor %}
 <h2>Gaps</h2>
 {% if gaps %}<ul>{% for g in gaps %}<li><b>{{ g.class }}</b>: {{ g.unserved }}/{{ g.n_configs }} unserved<ul>
-{% for k, reasons in g.reasons.items() %}{% for reason, n in reasons %}<li><code>{{ k }}</code>: {{ reason }} (x{{ n }})</li>
+{% for k, reasons in g.reasons.items() %}{% for reason, n in reasons %}
+<li><code>{{ k }}</code>: {{ reason }} (x{{ n }})</li>
 {% endfor %}{% endfor %}</ul></li>{% endfor %}</ul>
 {% else %}<p>None: every swept config is served by some kernel.</p>{% endif %}
 {% if r.gaps_closed_by %}<h2>Gaps closed by</h2><ul>
