@@ -233,7 +233,8 @@ def _skinny_impl(x, qweight, scales, zeros, group_size, zp_bias):
             ZP_BIAS=zp_bias, ZERO_FORM=zf,
             BLOCK_M=tiles.block_m, BLOCK_N=tiles.block_n, BLOCK_K=tiles.block_k, num_warps=tiles.num_warps)
     LAST_LAUNCH.clear()
-    LAST_LAUNCH.update(path="triton", run_mode=triton_run_mode(), M=M, N=N, K=K, tiles=tiles, grid=grid)
+    LAST_LAUNCH.update(path="triton", run_mode=triton_run_mode(), M=M, N=N, K=K, grid=grid, block_m=tiles.block_m,
+                       block_n=tiles.block_n, block_k=tiles.block_k, num_warps=tiles.num_warps)
     return y
 
 
@@ -378,6 +379,10 @@ class RDNAHybridW4A16(Kernel):
     def run_mode(self, target):
         """How the Triton path runs here (the route every M > 5 takes); see run_mode_for for a given call."""
         return "model" if triton_availability() is not None else triton_run_mode()
+
+    def last_launch_config(self) -> dict:
+        """The last call's dispatch path ('triton', 'gemv_hip', 'gemv_model'), run mode, shape and tiles."""
+        return dict(LAST_LAUNCH)
 
     def run_mode_for(self, M: int, K: int, target) -> str:
         """How a call with M rows and K inputs runs here: GEMV route 'device' (HIP op) or 'model'; else Triton."""
