@@ -2,12 +2,18 @@
 
 y[M, N] = x[M, K] @ W, W[k, n] = (q[k, n] - z[k // gs, n]) * s[k // gs, n], dequantized into the
 act dtype, accumulated in fp32. Split-K uses an fp32 workspace and a second pass that sums the
-splits in a fixed order, so results are deterministic. Tiles come from a small table keyed by the
-runtime M and the device kind; BLOCK_K is clamped so one K tile never straddles two groups.
+splits in a fixed order, so results are deterministic (no atomics). Tiles come from a small table
+keyed by the device kind (interpreter, gpu, or a measured arch table such as sm90 loaded from
+benchmarks/results/tiles_sm90.json) and the runtime M; BLOCK_K is clamped so one K tile never
+straddles two groups. Two variants per tile, both selectable from the table: packed weight loads
+(each int32 word read once, contiguous along N) and a dot-free GEMV-style path for tiny M.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+import json
+import os
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
 
 import torch
 import triton
@@ -35,12 +41,17 @@ def _w4a16_gemm_kernel(
     stride_cs, stride_cm, stride_cn,
     ZP_BIAS: tl.constexpr, HAS_ZP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PACKED_LOAD: tl.constexpr, USE_DOT: tl.constexpr,
 ):
     """One (BLOCK_M x BLOCK_N) tile of c over the K tiles of split program_id(2).
 
     c is the output (act dtype) when there is one split, else the fp32 workspace [splits, M, N].
     The caller guarantees each K tile lies in one group (BLOCK_K divides gs, or a single group) and
     that the splits cover the K tiles exactly (every tile a program visits starts below K).
+    PACKED_LOAD reads each int32 word once ([BLOCK_K, BLOCK_N/8], contiguous along N, so loads can be
+    16 bytes wide) and unpacks in registers; otherwise every column gathers its own word (8x the load
+    instructions, same DRAM bytes). USE_DOT=False is the GEMV-style path for tiny M: fp32 products
+    (exact for fp16/bf16 operands) summed over K per tile, no tensor cores, BLOCK_M may be 1.
     """
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -50,6 +61,9 @@ def _w4a16_gemm_kernel(
     mask_m = offs_m < M
     mask_n = offs_n < N
     shift_n = (offs_n % 8) * 4  # sequential nibbles: column n sits at bits 4*(n % 8) of word n // 8
+    offs_w = pid_n * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)  # the words of this N tile
+    mask_w = offs_w < N // 8
+    shift_j = tl.arange(0, 8) * 4  # nibble slot j of a word holds column 8*word + j
     act_ty = a_ptr.dtype.element_ty
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for t in range(0, tiles_per_split):
@@ -58,9 +72,16 @@ def _w4a16_gemm_kernel(
         mask_k = offs_k < K
         a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
                     mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        words = tl.load(b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] // 8) * stride_bn,
-                        mask=mask_k[:, None] & mask_n[None, :], other=0)
-        q = (words >> shift_n[None, :]) & 0xF
+        if PACKED_LOAD:
+            words = tl.load(b_ptr + offs_k[:, None] * stride_bk + offs_w[None, :] * stride_bn,
+                            mask=mask_k[:, None] & mask_w[None, :], other=0)
+            # [BLOCK_K, BLOCK_N/8, 8] -> [BLOCK_K, BLOCK_N]: row-major reshape puts slot j of word w at
+            # column 8*w + j, the sequential nibble order of the operand contract
+            q = tl.reshape((words[:, :, None] >> shift_j[None, None, :]) & 0xF, (BLOCK_K, BLOCK_N))
+        else:
+            words = tl.load(b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] // 8) * stride_bn,
+                            mask=mask_k[:, None] & mask_n[None, :], other=0)
+            q = (words >> shift_n[None, :]) & 0xF
         g = k0 // group_size
         s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
         if HAS_ZP:
@@ -69,7 +90,12 @@ def _w4a16_gemm_kernel(
             w = (q - z[None, :]).to(act_ty) * s[None, :]
         else:
             w = (q - ZP_BIAS).to(act_ty) * s[None, :]
-        acc = tl.dot(a, w, acc)
+        if USE_DOT:
+            acc = tl.dot(a, w, acc)
+        else:
+            # w is rounded into the act dtype above (the declared dequant dtype); the upcast is exact
+            prod = a.to(tl.float32)[:, :, None] * w.to(tl.float32)[None, :, :]
+            acc += tl.sum(prod, axis=1)
     c_ptrs = c_ptr + pid_k * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
@@ -93,7 +119,9 @@ def _splitk_reduce_kernel(
 
 @dataclass(frozen=True)
 class TileConfig:
-    """Launch parameters; `split_k` > 1 runs the K loop in that many programs plus a reduction."""
+    """Launch parameters; `split_k` > 1 runs the K loop in that many programs plus a reduction, 0 picks
+    the split from the grid size (enough programs to fill the GPU, see fit_tiles). `packed_load` reads
+    each weight word once; `use_dot=False` is the GEMV-style path for tiny M (BLOCK_M may be 1..8)."""
 
     block_m: int
     block_n: int
@@ -101,11 +129,14 @@ class TileConfig:
     split_k: int = 1
     num_warps: int = 4
     num_stages: int = 2
+    packed_load: bool = False
+    use_dot: bool = True
 
 
 # (largest M served, tiles). The interpreter costs ~per (program x k-iteration), nearly independent
 # of block size, so on CPU the largest tiles win. Small M still splits K so the decode path (split-K
-# plus reduction) runs on CPU too. GPU entries are a sensible start, to be tuned on hardware.
+# plus reduction) runs on CPU too. "gpu" is the fallback for any GPU without a measured table; a
+# measured table (benchmarks/sweep_triton_w4a16.py) is loaded under its arch key ("sm90") on first use.
 TILE_TABLE = {
     "interpreter": [
         (16, TileConfig(16, 256, 128, split_k=2)),
@@ -113,11 +144,18 @@ TILE_TABLE = {
         (None, TileConfig(64, 256, 128)),
     ],
     "gpu": [
-        (16, TileConfig(16, 64, 128, split_k=4, num_warps=4, num_stages=3)),
+        (16, TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=3)),
         (64, TileConfig(32, 64, 64, num_warps=4, num_stages=3)),
         (None, TileConfig(64, 128, 64, num_warps=4, num_stages=3)),
     ],
 }
+TILES_ENV = "CONFORMANCE_W4A16_TILES"  # path of a tile-table JSON that overrides the recorded one
+TILES_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"  # tiles_<arch>.json
+AUTO_SPLIT_WAVES = 2  # split_k=0: programs >= this many per SM (decode is memory bound: keep loads in flight)
+MAX_AUTO_SPLIT = 16
+_TILE_FIELDS = {f.name for f in fields(TileConfig)}
+_tried_arch: set[str] = set()
+_sm_counts: dict = {}
 
 _LAST_LAUNCH: dict = {}
 
@@ -136,17 +174,99 @@ def _k_tile_fits(block_k: int, group_size: int, K: int) -> bool:
     return K // group_size == 1 or group_size % block_k == 0
 
 
+def tile_rows_from_json(doc: dict, source: str = "tile table") -> list:
+    """[(max_m or None, TileConfig)] from {"table": [{"max_m": 16, "block_m": 16, ...}, ..., {"max_m": null}]};
+    rows sorted by max_m, exactly one catch-all (max_m null), every field checked."""
+    rows = doc.get("table") if isinstance(doc, dict) else None
+    require(isinstance(rows, list) and rows, f"{source}: table", type(rows).__name__, "a non-empty list of rows")
+    out = []
+    for i, row in enumerate(rows):
+        require(isinstance(row, dict), f"{source}: table[{i}]", row, "an object")
+        unknown = sorted(set(row) - _TILE_FIELDS - {"max_m"})
+        require(not unknown, f"{source}: table[{i}] keys", unknown, f"only max_m and {sorted(_TILE_FIELDS)}")
+        max_m = row.get("max_m")
+        require(max_m is None or (isinstance(max_m, int) and max_m > 0), f"{source}: table[{i}].max_m", max_m,
+                "a positive int or null (the catch-all row)")
+        cfg = TileConfig(**{k: v for k, v in row.items() if k != "max_m"})
+        for name in ("block_m", "block_n", "block_k"):
+            v = getattr(cfg, name)
+            require(isinstance(v, int) and v >= 1 and v & (v - 1) == 0, f"{source}: table[{i}].{name}", v,
+                    "a power of two")
+        require(cfg.block_n >= 16 and cfg.block_k >= 16, f"{source}: table[{i}] block_n/block_k",
+                (cfg.block_n, cfg.block_k), ">= 16")
+        require(not cfg.use_dot or cfg.block_m >= 16, f"{source}: table[{i}].block_m", cfg.block_m,
+                ">= 16 when use_dot (tl.dot needs 16 rows)")
+        require(isinstance(cfg.split_k, int) and cfg.split_k >= 0, f"{source}: table[{i}].split_k", cfg.split_k,
+                "an int >= 0 (0 = auto)")
+        require(cfg.num_warps in (1, 2, 4, 8, 16), f"{source}: table[{i}].num_warps", cfg.num_warps, "1, 2, 4, 8 or 16")
+        require(isinstance(cfg.num_stages, int) and cfg.num_stages >= 1, f"{source}: table[{i}].num_stages",
+                cfg.num_stages, "an int >= 1")
+        out.append((max_m, cfg))
+    catch_all = [r for r in out if r[0] is None]
+    require(len(catch_all) == 1, f"{source}: catch-all rows", len(catch_all), "exactly one row with max_m null")
+    return sorted(out, key=lambda r: (r[0] is None, r[0] or 0))
+
+
+def load_tile_table(arch: str, path: str | os.PathLike | None = None) -> bool:
+    """Install the measured table for `arch` (e.g. "sm90") into TILE_TABLE from `path`, else from
+    $CONFORMANCE_W4A16_TILES, else benchmarks/results/tiles_<arch>.json. False when there is none.
+    A file for another arch is refused (its tiles were measured elsewhere)."""
+    p = Path(path) if path else Path(os.environ[TILES_ENV]) if os.environ.get(TILES_ENV) else \
+        TILES_DIR / f"tiles_{arch}.json"
+    if not p.is_file():
+        return False
+    doc = json.loads(p.read_text(encoding="utf-8"))
+    require(doc.get("arch") == arch, f"{p}: arch", doc.get("arch"), f"{arch!r} (the device this process runs on)")
+    TILE_TABLE[arch] = tile_rows_from_json(doc, str(p))
+    return True
+
+
+def gpu_tile_kind(device: torch.device) -> str:
+    """The TILE_TABLE key for a GPU: its arch ("sm90", "gfx942") when a measured table exists, else "gpu"."""
+    if device.type != "cuda":
+        return "gpu"
+    if getattr(torch.version, "hip", None):
+        arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+    else:
+        major, minor = torch.cuda.get_device_capability(device)
+        arch = f"sm{major}{minor}"
+    if arch not in TILE_TABLE and arch not in _tried_arch:
+        _tried_arch.add(arch)
+        load_tile_table(arch)
+    return arch if arch in TILE_TABLE else "gpu"
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return 0
+    key = device.index if device.index is not None else torch.cuda.current_device()
+    if key not in _sm_counts:
+        _sm_counts[key] = torch.cuda.get_device_properties(key).multi_processor_count
+    return _sm_counts[key]
+
+
 def table_tiles(M: int, device_kind: str) -> TileConfig:
-    """The table entry for runtime M on 'interpreter' or 'gpu'."""
+    """The table entry for runtime M on 'interpreter', 'gpu' or an arch key with a measured table."""
     for max_m, cfg in TILE_TABLE[device_kind]:
         if max_m is None or M <= max_m:
             return cfg
     raise AssertionError("tile table has no catch-all row")
 
 
-def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int) -> TileConfig:
+def _auto_split(k_tiles: int, programs_mn: int, sm_count: int) -> int:
+    """Smallest divisor d of k_tiles with programs_mn * d >= AUTO_SPLIT_WAVES * sm_count (capped)."""
+    want = max(1, AUTO_SPLIT_WAVES * max(sm_count, 1))
+    divisors = [d for d in range(1, min(MAX_AUTO_SPLIT, k_tiles) + 1) if k_tiles % d == 0]
+    for d in divisors:
+        if programs_mn * d >= want:
+            return d
+    return divisors[-1]
+
+
+def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int, sm_count: int = 0) -> TileConfig:
     """Shrink a table entry to the problem: BLOCK_K clamped to divide the group (the vllm#39705 fix),
-    blocks no larger than needed, split-K the largest divisor of the K tile count within the entry."""
+    blocks no larger than needed, split-K the largest divisor of the K tile count within the entry
+    (split_k=0: the smallest divisor that gives AUTO_SPLIT_WAVES programs per SM of `sm_count`)."""
     bk = cfg.block_k
     if K // group_size > 1:
         bk = min(bk, _pow2_floor(group_size))
@@ -156,10 +276,14 @@ def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int) -> TileC
         bk = min(bk, max(16, triton.next_power_of_2(K)))
     require(bk >= 16 and _k_tile_fits(bk, group_size, K), "group_size", group_size,
             "a multiple of 16 when K has several groups (tl.dot needs BLOCK_K >= 16)")
-    bm = min(cfg.block_m, max(16, triton.next_power_of_2(M)))
+    min_m = 16 if cfg.use_dot else 1  # tl.dot needs 16 rows; the GEMV path takes any power of two
+    bm = min(cfg.block_m, max(min_m, triton.next_power_of_2(M)))
     bn = min(cfg.block_n, max(16, triton.next_power_of_2(N)))
     k_tiles = triton.cdiv(K, bk)
-    sk = max(d for d in range(1, min(cfg.split_k, k_tiles) + 1) if k_tiles % d == 0)
+    if cfg.split_k == 0:
+        sk = _auto_split(k_tiles, triton.cdiv(M, bm) * triton.cdiv(N, bn), sm_count)
+    else:
+        sk = max(d for d in range(1, min(cfg.split_k, k_tiles) + 1) if k_tiles % d == 0)
     return replace(cfg, block_m=bm, block_n=bn, block_k=bk, split_k=sk)
 
 
@@ -191,8 +315,8 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return out
-    kind = "interpreter" if (x.device.type == "cpu" or interpreting()) else "gpu"
-    cfg = fit_tiles(tiles or table_tiles(M, kind), M, N, K, group_size)
+    kind = "interpreter" if (x.device.type == "cpu" or interpreting()) else gpu_tile_kind(x.device)
+    cfg = fit_tiles(tiles or table_tiles(M, kind), M, N, K, group_size, _sm_count(x.device))
     # the kernel reads one scale row per K tile; a straddling tile silently mixes groups
     assert _k_tile_fits(cfg.block_k, group_size, K), f"BLOCK_K={cfg.block_k} straddles group_size={group_size}"
     k_tiles = triton.cdiv(K, cfg.block_k)
@@ -214,12 +338,16 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
         z.stride(0), z.stride(1), scs, c.stride(-2), c.stride(-1),
         ZP_BIAS=zp_bias, HAS_ZP=has_zp,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        PACKED_LOAD=cfg.packed_load, USE_DOT=cfg.use_dot,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
-        _splitk_reduce_kernel[(grid[0], grid[1])](
+        # the reduction is a pure stream over the workspace: its own tile, ~2048 elements a program
+        rbm = min(16, triton.next_power_of_2(M))
+        rbn = min(triton.next_power_of_2(N), max(64, 2048 // rbm))
+        _splitk_reduce_kernel[(triton.cdiv(M, rbm), triton.cdiv(N, rbn))](
             c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1),
-            SPLIT_K=splits, BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, num_warps=cfg.num_warps,
+            SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
         )
     _LAST_LAUNCH.clear()
     _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind)

@@ -1,0 +1,118 @@
+"""triton_w4a16's performance paths on exact-tier data, bit for bit against reference_gemm: packed weight
+loads, the dot-free GEMV path (BLOCK_M 1..8), split_k=0 (auto), and the measured tile table loader.
+
+Shapes are small; tiles are chosen so several N programs, N/M tails and several K splits really run.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+import torch
+
+from conformance import registry
+from references.codecs import operands as codec_ops
+from references.errors import InvalidInput
+from references.gemm import reference_gemm
+from references.generators import random_activations, random_canonical
+
+registry.load_all()
+tw = importlib.import_module("conformance_kernels.triton_w4a16")
+TileConfig = tw.TileConfig
+
+
+def _case(M, N, K, gs, wtype, dtype=torch.float16, seed=3):
+    w = random_canonical(K, N, gs, wtype, dtype, "exact", seed)
+    x = random_activations(M, K, dtype, "exact", seed + 1)
+    qz = None if w.zeros is None else codec_ops.pack_zeros_gn(w.zeros)
+    return (x, codec_ops.triton_pack_qweight(w.q), w.scales, qz, w.gs, w.wtype.bias), reference_gemm(x, w).to(dtype)
+
+
+# id, M, N, K, group, wtype, tiles, expected (block_m, split_k) after fitting
+FAST_CASES = [
+    ("packed_dot_splitk2_Ntail", 3, 200, 256, 64, "uint4", TileConfig(16, 64, 64, split_k=2, packed_load=True),
+     (16, 2)),
+    ("packed_dot_b8_Mtail", 21, 64, 128, 128, "uint4b8", TileConfig(16, 32, 64, packed_load=True), (16, 1)),
+    ("gemv_m1_packed_splitk4", 1, 136, 256, 32, "uint4", TileConfig(8, 64, 32, split_k=4, packed_load=True,
+                                                                     use_dot=False), (1, 4)),
+    ("gemv_m3_gather", 3, 72, 128, 64, "uint4b8", TileConfig(4, 64, 64, split_k=2, use_dot=False), (4, 2)),
+    ("gemv_m5_bm8_channelwise", 5, 48, 96, -1, "uint4", TileConfig(8, 32, 128, use_dot=False, packed_load=True),
+     (8, 1)),
+]
+
+
+@pytest.mark.parametrize("case", FAST_CASES, ids=[c[0] for c in FAST_CASES])
+def test_fast_paths_exact(case):
+    _, M, N, K, gs, wtype, tiles, (bm, sk) = case
+    args, ref = _case(M, N, K, gs, wtype)
+    y = tw.launch_w4a16_gemm(*args, tiles)
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+    last = tw.last_launch_config()
+    assert (last["block_m"], last["split_k"], last["packed_load"], last["use_dot"]) == \
+        (bm, sk, tiles.packed_load, tiles.use_dot)
+
+
+def test_auto_split_fills_the_machine():
+    # 2 N programs; K=1024 with BLOCK_K 64 is 16 K tiles: 132 SMs x 2 waves wants >= 264 programs -> 16 splits
+    assert tw.fit_tiles(TileConfig(16, 64, 64, split_k=0), 1, 128, 1024, 128, 132).split_k == 16
+    # 56 N programs x 4 = 224 < 264, x 8 = 448: the smallest divisor of 64 K tiles that reaches the target
+    assert tw.fit_tiles(TileConfig(16, 256, 64, split_k=0), 1, 14336, 4096, 128, 132).split_k == 8
+    assert tw.fit_tiles(TileConfig(64, 128, 64, split_k=0), 4096, 4096, 4096, 128, 132).split_k == 1
+    # without a device (sm_count 0) auto still splits a single-program problem, so CPU runs the path
+    assert tw.fit_tiles(TileConfig(16, 64, 64, split_k=0), 1, 64, 256, 64).split_k == 2
+
+
+def test_auto_split_runs_exact():
+    args, ref = _case(2, 64, 256, 64, "uint4")
+    y = tw.launch_w4a16_gemm(*args, TileConfig(16, 64, 64, split_k=0, packed_load=True))
+    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+    assert tw.last_launch_config()["split_k"] == 2
+
+
+def test_gemv_path_keeps_small_block_m_dot_path_does_not():
+    assert tw.fit_tiles(TileConfig(16, 64, 64, use_dot=False), 2, 64, 64, 64).block_m == 2
+    assert tw.fit_tiles(TileConfig(16, 64, 64), 2, 64, 64, 64).block_m == 16
+
+
+def _table_doc(arch="sm90", rows=None):
+    rows = rows if rows is not None else [
+        {"max_m": 4, "block_m": 4, "block_n": 128, "block_k": 64, "split_k": 0, "use_dot": False,
+         "packed_load": True, "num_warps": 4, "num_stages": 3},
+        {"max_m": None, "block_m": 64, "block_n": 128, "block_k": 64},
+    ]
+    return {"arch": arch, "table": rows}
+
+
+def test_tile_table_json_round_trip(tmp_path, monkeypatch):
+    p = tmp_path / "tiles_sm90.json"
+    p.write_text(json.dumps(_table_doc()))
+    monkeypatch.delitem(tw.TILE_TABLE, "sm90", raising=False)
+    assert tw.load_tile_table("sm90", p)
+    rows = tw.TILE_TABLE.pop("sm90")
+    assert rows[0] == (4, TileConfig(4, 128, 64, split_k=0, use_dot=False, packed_load=True, num_warps=4,
+                                     num_stages=3))
+    assert rows[-1] == (None, TileConfig(64, 128, 64))
+    monkeypatch.setenv(tw.TILES_ENV, str(p))
+    assert tw.load_tile_table("sm90") and tw.TILE_TABLE.pop("sm90") == rows
+    monkeypatch.setenv(tw.TILES_ENV, str(tmp_path / "missing.json"))
+    assert not tw.load_tile_table("sm90")
+
+
+@pytest.mark.parametrize("rows,field", [
+    ([{"max_m": None, "block_m": 48, "block_n": 64, "block_k": 64}], "block_m"),
+    ([{"max_m": None, "block_m": 8, "block_n": 64, "block_k": 64}], "block_m"),  # dot needs 16 rows
+    ([{"max_m": 4, "block_m": 16, "block_n": 64, "block_k": 64}], "catch-all"),
+    ([{"max_m": None, "block_m": 16, "block_n": 64, "block_k": 64, "blok_n": 1}], "keys"),
+    ([{"max_m": None, "block_m": 16, "block_n": 64, "block_k": 64, "split_k": -1}], "split_k"),
+])
+def test_tile_table_json_bad_rows_named(rows, field):
+    with pytest.raises(InvalidInput, match=field):
+        tw.tile_rows_from_json(_table_doc(rows=rows))
+
+
+def test_tile_table_of_another_arch_refused(tmp_path):
+    p = tmp_path / "t.json"
+    p.write_text(json.dumps(_table_doc(arch="sm80")))
+    with pytest.raises(InvalidInput, match="arch"):
+        tw.load_tile_table("sm90", p)
