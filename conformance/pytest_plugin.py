@@ -50,8 +50,10 @@ def _is_worker(config) -> bool:
 
 
 def pytest_configure(config):
-    from . import profiles, registry
+    from . import profiles, registry, workers
 
+    # before anything touches CUDA (loading kernels probes it): one GPU per xdist worker on multi-GPU hosts
+    config._conformance_gpu_pin = workers.pin_worker()
     registry.load_all(config.getoption("--conformance-plugin"))
     config.addinivalue_line("markers", "conformance_family(name): the kernel family a suite test parametrizes over")
     profiles.load_profile(config.getoption("--conformance-profile"))

@@ -38,6 +38,10 @@ class Kernel:
     deterministic: bool = True
     gate_summary: str = ""  # one line for `conformance list`
     op: Any = None  # the torch.library op handle, for kernels exposed as custom ops
+    # Largest K at which the kernel's output is bit-exact on exact-tier data (None: any K the data allows).
+    # A kernel that rounds partial sums to a narrow dtype (e.g. split-K partials added in fp16) declares it,
+    # and the exact tier then draws K up to it; above it the statistical tier judges the kernel.
+    exact_tier_max_k: int | None = None
 
     def can_implement(self, config, target: Target) -> str | None:
         """None if this kernel serves `config` on `target`, else the refusal reason."""

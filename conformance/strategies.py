@@ -108,7 +108,7 @@ def _w4a16_table(kernel_name: str, target: Target, tier: str, k_max: int, n_max:
     out = []
     n_probe = sorted({8, 64 if n_max >= 64 else 8, n_max // 8 * 8})
     for wt in W4A16_WEIGHT_TYPES:
-        cap = min(k_max, _exact_k_cap(wt)) if tier == "exact" else k_max
+        cap = min(k_max, _exact_k_cap(wt), k.exact_tier_max_k or k_max) if tier == "exact" else k_max
         for gk in GROUP_KINDS:
             for ao in (False, True):
                 for dt in ACT_DTYPE_NAMES:
@@ -223,7 +223,11 @@ def any_case_ids() -> st.SearchStrategy[Case]:
 
 def refusal_reason(kernel, target) -> str:
     """Why `kernel` gets no cases on `target`: its gate's reason for a representative config."""
+    from .harness import exact_tier_unjudgeable
+
     k, t = _kernel(kernel), _target(target)
+    if exact_tier_unjudgeable(k):
+        return f"{k.name}: {exact_tier_unjudgeable(k)}"
     if k.family == "w4a16":
         cfg = W4A16Config(weight_type="uint4b8", group_size=128, act_order=False, dtype="float16", N=64, K=256)
     else:
@@ -232,9 +236,36 @@ def refusal_reason(kernel, target) -> str:
     return f"{k.name} accepts no case on {t}: " + (why or "no class within the profile's shapes passes its gate")
 
 
+# Targets on which a kernel that refuses the run target is exercised through its model (load step and
+# plain-torch reading of its operands), in this order; the harness labels such runs run_mode="model".
+SIMULATION_TARGETS = ("rocm:gfx1100", "rocm:gfx1201", "rocm:gfx942", "cuda:sm90")
+
+
+def suite_target(kernel, target, tier: str, profile=None):
+    """The target the suite draws `kernel`'s cases for: `target` if the gate accepts a class there; else, on a
+    machine whose own target is `target` (nothing simulated), the first SIMULATION_TARGETS entry the gate
+    accepts, so kernels built for other hardware still have their load step and model tested everywhere."""
+    from .targets import detect_target
+
+    k, t = _kernel(kernel), _target(target)
+    if has_cases(k, t, tier, profile) or t != detect_target():
+        return t
+    if type(k).model is registry.Kernel.model:  # no model of its own: nothing can run off its hardware
+        return t
+    for name in SIMULATION_TARGETS:
+        sim = _target(name)
+        if has_cases(k, sim, tier, profile):
+            return sim
+    return t
+
+
 def has_cases(kernel, target, tier: str, profile=None) -> bool:
-    """True when the gate accepts at least one class (so `cases(...)` can draw)."""
+    """True when the gate accepts at least one class (so `cases(...)` can draw) and the tier can judge it."""
+    from .harness import exact_tier_unjudgeable
+
     k = _kernel(kernel)
+    if tier == "exact" and exact_tier_unjudgeable(k):
+        return False
     if k.family == "w4a16":
         return bool(w4a16_classes(k, target, tier, profile))
     return bool(fp8_classes(k, target, profile))

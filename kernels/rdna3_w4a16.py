@@ -63,6 +63,7 @@ class RDNA3W4A16(Kernel):
     family = "w4a16"
     priority = 30
     deterministic = False  # split-K partials are CAS-atomically added in the act dtype (vllm#50603)
+    exact_tier_max_k = SPLIT_K  # above one split, partials are rounded to the act dtype before they are added
     gate_summary = ("ROCm gfx1100 only (garbage on gfx1151: lemonade-sdk/vllm-rocm#24); uint4b8 only; group > 0;"
                     " K%group; N%8; fp16/bf16; act-order via q_perm")
 
