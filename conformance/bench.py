@@ -288,14 +288,14 @@ class Gate:
 
 
 def gate_w4a16(kernel, config, y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, R: torch.Tensor,
-               K: int) -> Gate:
+               K: int, act: torch.dtype) -> Gate:
     """The statistical tier: |y - y_ref| / tol <= 1 everywhere with the kernel's declared numerics."""
     from .tolerance import compare_statistical, error_model_for
 
-    if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(y_ref.shape) or y.dtype != S.new_empty(
-            0, dtype=y.dtype).dtype:
-        return Gate(False, f"output {getattr(y, 'shape', type(y))} is not {tuple(y_ref.shape)}")
-    cmp = compare_statistical(y.to(y_ref.device), y_ref, S, error_model_for(kernel, config, y.dtype), K, R=R)
+    if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(y_ref.shape) or y.dtype != act:
+        got = (tuple(y.shape), y.dtype) if isinstance(y, torch.Tensor) else type(y).__name__
+        return Gate(False, f"output {got} is not {tuple(y_ref.shape)} {act}")
+    cmp = compare_statistical(y.to(y_ref.device), y_ref, S, error_model_for(kernel, config, act), K, R=R)
     return Gate(cmp.ok, cmp.detail, {k: cmp.metrics[k] for k in ("max_ratio", "nmse")})
 
 

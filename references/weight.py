@@ -99,13 +99,13 @@ class CanonicalWeight:
         """g(k) for every k: g_idx if act-order, else k // group_size (int64 [K])."""
         if self.g_idx is not None:
             return self.g_idx.long()
-        return torch.arange(self.K) // self.gs
+        return torch.arange(self.K, device=self.q.device) // self.gs
 
     def zero_points(self) -> torch.Tensor:
         """The zero point of every (group, column) as int32 [G, N]: explicit zeros or the type's bias."""
         if self.zeros is not None:
             return self.zeros
-        return torch.full((self.G, self.N), self.wtype.bias, dtype=torch.int32)
+        return torch.full((self.G, self.N), self.wtype.bias, dtype=torch.int32, device=self.scales.device)
 
     def dequantize(self, dtype: torch.dtype = torch.float64) -> torch.Tensor:
         """The logical weight W [K, N], computed in float64 and returned in `dtype`."""

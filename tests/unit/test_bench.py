@@ -1,0 +1,197 @@
+"""The bench command and its machinery on a CPU: the no-GPU exit, shape/M parsing, the roofline bytes model,
+the whole run with a fake timer (Triton kernels in the interpreter at tiny shapes), the correctness gate
+(a wrong kernel is reported wrong and never timed), targets, and the JSON/markdown/PNG writers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from conformance import bench, bench_report, bench_run, cli, registry
+from references.errors import InvalidInput
+
+registry.load_all()
+
+
+# ------------------------------------------------------------------------------------------------
+# command line
+
+def test_no_gpu_exits_3_with_a_clear_message(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert cli.main(["bench", "--m", "decode"]) == bench.EXIT_NO_GPU == 3
+    err = capsys.readouterr().err
+    assert "no GPU" in err and "nothing was measured" in err
+
+
+def test_bad_arguments_exit_2_before_the_gpu_question(capsys):
+    assert cli.main(["bench", "--shapes", "4096x"]) == 2
+    assert "--shapes" in capsys.readouterr().err
+    assert cli.main(["bench", "--baselines", "cublas"]) == 2
+    assert cli.main(["bench", "--kernels", "nope"]) == 2
+
+
+def test_parse_shapes_and_ms():
+    s = bench.parse_shapes("issue,14336x4096,8x1024x512")
+    assert [(x.N, x.K, x.ms) for x in s] == [(4096, 4096, ()), (14336, 4096, ()), (4096, 14336, ()), (1024, 512, (8,))]
+    assert len(bench.parse_shapes("llama3-70b")) == 4
+    assert bench.parse_ms("decode,3") == (1, 2, 3, 4, 8, 16, 32, 64)
+    assert bench.parse_ms("prefill")[-1] == 4096
+    with pytest.raises(InvalidInput, match="--shapes"):
+        bench.parse_shapes("llama9")
+    with pytest.raises(InvalidInput, match="--m"):
+        bench.parse_ms("0")
+
+
+# ------------------------------------------------------------------------------------------------
+# roofline model
+
+def test_w4a16_bytes_matches_the_issue_roofline():
+    # issue: 4096x4096 and 14336x4096 at M=1 are 2.1 us and 7.3 us at ~4270 GB/s
+    b1 = bench.w4a16_bytes(1, 4096, 4096)
+    assert b1 == 4096 * 4096 // 2 + 32 * 4096 * 2 + 4096 * 2 + 4096 * 2
+    assert round(bench.roofline_us(b1, 0, 4270), 1) == 2.0
+    assert round(bench.roofline_us(bench.w4a16_bytes(1, 14336, 4096), 0, 4270), 1) == 7.1
+    assert bench.w4a16_bytes(1, 64, 256, has_zeros=True) - bench.w4a16_bytes(1, 64, 256) == 2 * 64 // 2
+    assert bench.w4a16_bytes(1, 64, 256, group_size=-1) == 256 * 64 // 2 + 64 * 2 + 256 * 2 + 64 * 2
+
+
+def test_roofline_takes_the_larger_of_memory_and_compute():
+    flops = 2.0 * 4096 * 4096 * 4096
+    mem = bench.roofline_us(bench.dense_bytes(4096, 4096, 4096), 0, 4000)
+    both = bench.roofline_us(bench.dense_bytes(4096, 4096, 4096), flops, 4000, 800)
+    assert both == pytest.approx(flops / 800e6) and both > mem
+    assert bench.fp8_quant_bytes(8192, 7168) == 8192 * 7168 * 3 + 8192 * 56 * 4
+    with pytest.raises(InvalidInput, match="copy_gbps"):
+        bench.roofline_us(1, 0, 0)
+
+
+def test_rotation_sets_cover_l2_and_respect_caps():
+    assert bench.rotation_sets(8 << 20, 60 << 20) == 23
+    assert bench.rotation_sets(200 << 20, 60 << 20) == 1
+    assert bench.rotation_sets(1, 60 << 20) == bench.MAX_SETS
+
+
+# ------------------------------------------------------------------------------------------------
+# a whole run on the CPU with a fake timer
+
+class FakeTimer:
+    """Runs every call once (so the kernels really execute) and returns canned medians per kernel."""
+
+    def __init__(self, us):
+        self.us, self.calls = us, 0
+
+    def _t(self, calls):
+        for f in calls:
+            f()
+        self.calls += 1
+        return bench.Timing(self.us, self.us, self.us, len(calls), 1)
+
+    def graph(self, calls):
+        return self._t(calls)
+
+    def eager(self, calls):
+        t = self._t(calls)
+        return bench.Timing(t.median_us + 5, t.min_us + 5, t.max_us + 5, t.calls, 1)
+
+
+CEIL = {"copy_gbps": 1.0, "peak_tflops": 1.0}  # slow ceilings: tiny problems get readable roofline times
+
+
+def _opts(**kw):
+    base = dict(kernels=["triton_w4a16", "torch_dequant_w4a16", "rdna3_w4a16"], shapes=[bench.Shape(64, 256, "tiny")],
+                ms=(1, 3), baselines=("dense",), compile_boundary=False, families=("w4a16",), fp8_tokens=(),
+                log=open("/dev/null", "w"))
+    base.update(kw)
+    return bench_run.Options(**base)
+
+
+def test_cpu_run_gates_times_and_reports(tmp_path):
+    report = bench_run.run(_opts(), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)
+    rows = {(r["kernel"], r.get("M")): r for r in report["rows"]}
+    assert rows[("triton_w4a16", 1)]["status"] == "ok"
+    assert rows[("triton_w4a16", 1)]["gate_metrics"]["max_ratio"] <= 1
+    r = rows[("triton_w4a16", 3)]
+    assert r["graph_us"] == 10.0 and r["eager_us"] == 15.0 and r["launch_overhead_us"] == 5.0
+    assert r["roofline_us"] == pytest.approx(bench.w4a16_bytes(3, 64, 256) / 1e3, abs=1e-3)
+    assert r["roofline_frac"] == pytest.approx(r["roofline_us"] / 10.0, abs=1e-4)
+    assert r["speedup_vs_dense"] == 1.0 and r["tiles"]["M"] == 3
+    assert rows[("dense_float16", 1)]["status"] == "ok"
+    assert rows[("rdna3_w4a16", None)]["status"] == "refused" and "gfx1100" in rows[("rdna3_w4a16", None)]["detail"]
+    assert report["environment"]["source_digest"] and report["environment"]["torch"] == torch.__version__
+    paths = bench_report.write(report, tmp_path / "b")
+    assert [p.name for p in paths][:2] == ["bench.json", "bench.md"]
+    assert json.loads(paths[0].read_text())["rows"]
+    md = paths[1].read_text()
+    assert "| 64x256 | 3 | triton_w4a16 | ok | 10.0 | 15.0 |" in md and "rdna3_w4a16" in md
+    if len(paths) == 3:
+        assert paths[2].read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_fast_wrong_kernel_is_reported_wrong_not_fast(monkeypatch):
+    k = registry.get_kernel("triton_w4a16")
+    good = type(k).apply
+
+    def off_by_a_bit(self, o, x):
+        y = good(self, o, x)
+        return y + y.abs().max() * 0.01  # 1% of the largest output: far outside the rounding model
+
+    monkeypatch.setattr(type(k), "apply", off_by_a_bit)
+    timer = FakeTimer(0.001)  # would be "fastest" by far
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], baselines=()), device="cpu", timer=timer, ceilings=CEIL)
+    assert {r["status"] for r in report["rows"]} == {"wrong"}
+    assert all("graph_us" not in r and "statistical tier" in r["detail"] for r in report["rows"])
+    assert timer.calls == 0  # nothing timed
+    gate = next(t for t in report["targets"] if "correctness gate" in t["target"])
+    assert gate["ok"] is False and "triton_w4a16" in gate["detail"]
+    assert "**wrong**" in bench_report.render_markdown(report)
+
+
+def test_fp8_run_on_cpu_gates_each_kernel():
+    opts = _opts(kernels=["fp8_group_quant_triton", "fp8_group_quant_native"], families=("fp8_group_quant",),
+                 fp8_tokens=(3,), fp8_hidden=256, baselines=())
+    report = bench_run.run(opts, device="cpu", timer=FakeTimer(2.0), ceilings=CEIL)
+    ok = {r["kernel"]: r for r in report["rows"] if r["status"] == "ok"}
+    assert set(ok) == {"fp8_group_quant_triton", "fp8_group_quant_native"}
+    assert ok["fp8_group_quant_triton"]["gate_metrics"]["max_ratio"] <= 0.5  # correctly rounded
+    assert ok["fp8_group_quant_triton"]["bytes"] == bench.fp8_quant_bytes(3, 256)
+
+
+def test_fp8_gate_catches_a_wrong_scale():
+    k = registry.get_kernel("fp8_group_quant_native")
+    from conformance.config import Fp8QuantConfig
+
+    p = k.load(Fp8QuantConfig(group_size=128, dtype="bfloat16", hidden=256))
+    x = (torch.randn(4, 256, generator=torch.Generator().manual_seed(1)) * 3).to(torch.bfloat16)
+    q, s = k.apply(p, x)
+    assert bench.gate_fp8(k, x, (q, s), 128, "float8_e4m3fn").ok
+    assert not bench.gate_fp8(k, x, (q, s * 1.001), 128, "float8_e4m3fn").ok
+
+
+# ------------------------------------------------------------------------------------------------
+# targets from fake rows
+
+def _fake_report(dec_speedup, dec_frac, prefill_speedup):
+    rows = []
+    for shape in bench_report.TARGET_SHAPES:
+        for M, sp, fr in ((1, dec_speedup, dec_frac), (16, dec_speedup, dec_frac), (4096, prefill_speedup, 0.5)):
+            rows.append({"family": "w4a16", "kernel": "triton_w4a16", "shape": shape, "M": M, "status": "ok",
+                         "graph_us": 10.0, "speedup_vs_dense": sp, "roofline_frac": fr})
+    rows.append({"family": "fp8_group_quant", "kernel": "fp8_group_quant_triton", "shape": "7168/g128",
+                 "M": 8192, "status": "ok", "graph_us": 50.0, "roofline_frac": 0.9})
+    rows.append({"family": "fp8_group_quant", "kernel": "fp8_group_quant_native+compile", "shape": "7168/g128",
+                 "M": 8192, "status": "ok", "graph_us": 40.0, "roofline_frac": 0.95})
+    return {"rows": rows, "compile_boundary": [{"kernel": "triton_w4a16", "shape": "s", "decode_m": 1,
+                                                "status": "ok", "ratio": 1.2, "flagged": True}]}
+
+
+def test_targets_pass_and_fail_on_the_numbers():
+    good = {t["target"]: t["ok"] for t in bench_report.evaluate_targets(_fake_report(3.5, 0.75, 1.1))}
+    assert all(v for k, v in good.items() if "triton_w4a16 " in k)
+    bad = bench_report.evaluate_targets(_fake_report(2.9, 0.75, 0.9))
+    failed = [t["target"] for t in bad if t["ok"] is False]
+    assert any("M<=16" in t for t in failed) and any("never slower" in t for t in failed)
+    assert any("torch.compile" in t for t in failed)  # 50 us vs compiled 40 us
+    assert any("compiled/eager" in t for t in failed)
+    low_frac = bench_report.evaluate_targets(_fake_report(3.5, 0.6, 1.1))
+    assert any(t["ok"] is False and "roofline" in t["target"] for t in low_frac)
