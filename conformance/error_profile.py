@@ -155,13 +155,19 @@ def render_diff(diff: ProfileDiff, growth_limit: float = GROWTH_LIMIT) -> str:
     return "\n".join(lines + [verdict]) + "\n"
 
 
-def render_profile(profile: dict) -> str:
-    """Terminal table: kernel, class, cases, max and p99 ratio."""
+def render_profile(profile: dict, top: int = 3) -> str:
+    """Terminal lines: per kernel the class count and worst max ratio, then its `top` worst classes."""
     lines = [f"error profile on {profile['target']} ({profile['wall_time_s']} s)"]
     for kname, classes in profile["kernels"].items():
-        for label, c in classes.items():
-            lines.append(f"  {kname:<24}{label:<34}{c['n_cases']:>3} cases  max {c['max_ratio']:.3g}  "
-                         f"p99 {c['p99_ratio']:.3g}{'  FAILING' if c['failures'] else ''}")
+        if not classes:
+            lines.append(f"  {kname}: no corpus class accepted on this target")
+            continue
+        worst = sorted(classes.items(), key=lambda kv: -kv[1]["max_ratio"])
+        lines.append(f"  {kname}: {len(classes)} classes, {sum(c['n_cases'] for c in classes.values())} cases, "
+                     f"max ratio {worst[0][1]['max_ratio']:.3g}")
+        for label, c in worst[:top]:
+            lines.append(f"      {label:<34} max {c['max_ratio']:.3g}  p99 {c['p99_ratio']:.3g}"
+                         f"{'  FAILING' if c['failures'] else ''}")
     for kname, why in profile["not_run"].items():
         lines.append(f"  {kname}: not run ({why})")
     return "\n".join(lines) + "\n"

@@ -165,7 +165,7 @@ def summarize(records: list[dict], tests: list[dict], kernels: list[str]) -> dic
         c[r["outcome"]] += 1
         if r.get("case_id"):
             c["cases"].add(r["case_id"])
-        if r.get("run_mode"):
+        if r.get("run_mode") and r["outcome"] != "skip":  # a skipped check did not run in any mode
             c["run_modes"].add(r["run_mode"])
         if r["outcome"] == "skip" and r.get("detail"):
             c["skip_reasons"][r["detail"]] += 1
