@@ -142,14 +142,25 @@ def build_sample(kernel: Kernel, spec: dict) -> Sample:
         operands = kernel.load(fp8_config(spec))
         gen = torch.Generator().manual_seed(seed)
         x = (torch.randn((spec["M"], spec["K"]), generator=gen) * 3).to(dtype)
-    return Sample(operands, x, dict(spec))
+    return _on_kernel_device(Sample(operands, x, dict(spec)))
+
+
+def _on_kernel_device(sample: Sample) -> Sample:
+    """The sample with operands and x on the device the kernels run on here (cuda on a GPU machine)."""
+    from .runtime import kernel_device
+
+    dev = kernel_device()
+    if dev == "cpu":
+        return sample
+    operands = replace_leaves(sample.operands, [t.to(dev) for t in tensor_leaves(sample.operands)])
+    return Sample(operands, sample.x.to(dev), sample.spec)
 
 
 def with_m(kernel: Kernel, sample: Sample, M: int, seed: int | None = None) -> Sample:
     """The same operands with fresh activations of M rows."""
     spec = dict(sample.spec, M=M, seed=sample.spec["seed"] if seed is None else seed)
     gen = torch.Generator().manual_seed(spec["seed"] + 7919 * M)
-    x = torch.randn((M, sample.x.shape[-1]), generator=gen).to(sample.x.dtype)
+    x = torch.randn((M, sample.x.shape[-1]), generator=gen).to(sample.x.dtype).to(sample.x.device)
     return Sample(sample.operands, x, spec)
 
 

@@ -137,7 +137,7 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
         mode = k.run_mode_for(case.M, case.K, t)
         if mode == "device" and t.is_gpu and t != detect_target():
             mode = "model"
-    no_exact = exact_tier_unjudgeable(k) if case.tier == "exact" else None
+    no_exact = exact_tier_unjudgeable(k, mode, t) if case.tier == "exact" else None
     if refusal is not None:
         v.detail = f"gate refuses on {t}: {refusal}"
     elif no_exact:
@@ -162,12 +162,15 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
     return v
 
 
-def exact_tier_unjudgeable(kernel) -> str | None:
+def exact_tier_unjudgeable(kernel, mode: str | None = None, target: Target | None = None) -> str | None:
     """Why the exact tier cannot judge `kernel` (None if it can): an fp8 kernel whose declared convention
-    (e.g. AITER's reciprocal multiplies and fp8 max 240) has no bit-exact reference. Such kernels are judged
-    in the statistical tier against their own declared fp8_max."""
+    (e.g. AITER's reciprocal multiplies and fp8 max 240) has no bit-exact reference, or a kernel that declares
+    `device_inexact_reason` for runs on a GPU (mode 'device', GPU target). Such runs are judged in the
+    statistical tier."""
     from references.fp8 import ZERO_GROUP_POLICIES
 
+    if mode == "device" and target is not None and target.is_gpu and getattr(kernel, "device_inexact_reason", None):
+        return f"exact tier not applicable on a device: {kernel.device_inexact_reason}; judged in the statistical tier"
     policy = getattr(kernel, "zero_group_policy", None)
     if kernel.family == "fp8_group_quant" and policy is not None and policy not in ZERO_GROUP_POLICIES:
         return (f"exact tier not applicable: zero_group_policy={policy!r} has no bit-exact reference "

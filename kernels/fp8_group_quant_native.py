@@ -58,6 +58,10 @@ class Fp8GroupQuantNative(Kernel):
     priority = 0
     deterministic = True
     zero_group_policy = "native"  # scale floored at 1/(fp8_max*512); no eps
+    # upstream's `absmax / fp8_max` divides by a Python scalar: torch's CUDA kernel multiplies by the fp32
+    # reciprocal instead (not correctly rounded), so on a GPU the scales may differ from IEEE division by 1 ulp
+    device_inexact_reason = ("torch on CUDA divides by a Python scalar as a multiplication by its fp32 reciprocal, "
+                             "so scales may differ from correctly rounded division by 1 ulp")
     gate_summary = ("any target (plain torch, fusion-matchable ops, no custom op); fp8 dtype of the target; "
                     "fp16/bf16/fp32 in; any group; UE8M0; column-major scales")
     op = None  # plain torch on purpose: see the module docstring

@@ -49,7 +49,7 @@ def _fp8_group_quant_kernel(x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_sm, str
     col = g * GROUP + cols[None, :]
     x = tl.load(x_ptr + rows64[:, None] * stride_xm + col, mask=mask, other=0.0).to(tl.float32)
     amax = tl.max(tl.abs(x), axis=1)
-    s = tl.maximum(amax, eps) / fp8_max
+    s = tl.math.div_rn(tl.maximum(amax, eps), fp8_max)  # `/` is approximate (div.full.f32) on NVIDIA GPUs
     if UE8M0:
         bits = s.to(tl.int32, bitcast=True)
         exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
