@@ -195,3 +195,50 @@ def test_targets_pass_and_fail_on_the_numbers():
     assert any("compiled/eager" in t for t in failed)
     low_frac = bench_report.evaluate_targets(_fake_report(3.5, 0.6, 1.1))
     assert any(t["ok"] is False and "roofline" in t["target"] for t in low_frac)
+
+
+# ------------------------------------------------------------------------------------------------
+# the tile sweep's pure parts (its GPU loop needs a device)
+
+def _sweep_module():
+    import importlib.util
+    from pathlib import Path
+
+    p = Path(__file__).resolve().parents[2] / "benchmarks" / "sweep_triton_w4a16.py"
+    spec = importlib.util.spec_from_file_location("sweep_triton_w4a16", p)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_sweep_choice_and_table_are_loadable_by_the_kernel():
+    sw = _sweep_module()
+    a, b = {"block_m": 16, "block_n": 64, "block_k": 128}, {"block_m": 64, "block_n": 128, "block_k": 64}
+    res = [  # a wins at M=1 on both shapes; at M=4096 b is slower on one shape but a is invalid on the other
+        {"M": 1, "N": 1, "K": 1, "config": a, "status": "ok", "us": 1.0},
+        {"M": 1, "N": 2, "K": 1, "config": a, "status": "ok", "us": 2.0},
+        {"M": 1, "N": 1, "K": 1, "config": b, "status": "ok", "us": 3.0},
+        {"M": 1, "N": 2, "K": 1, "config": b, "status": "ok", "us": 1.9},
+        {"M": 4096, "N": 1, "K": 1, "config": a, "status": "ok", "us": 1.0},
+        {"M": 4096, "N": 2, "K": 1, "config": a, "status": "wrong"},
+        {"M": 4096, "N": 1, "K": 1, "config": b, "status": "ok", "us": 2.0},
+        {"M": 4096, "N": 2, "K": 1, "config": b, "status": "ok", "us": 2.0},
+    ]
+    chosen = sw.choose(res, (1, 4096))
+    assert chosen[1]["config"] == a and chosen[4096]["config"] == b
+    rows = sw.table_rows(chosen, (1, 4096))
+    assert rows == [{"max_m": 1, **a}, {"max_m": None, **b}]
+    assert sw.table_rows({1: chosen[1], 2: chosen[1], 8: chosen[4096]}, (1, 2, 8)) == \
+        [{"max_m": 2, **a}, {"max_m": None, **b}]
+    parsed = sw.tw.tile_rows_from_json({"table": rows})
+    assert parsed[0][1].block_k == 128 and parsed[-1][0] is None
+
+
+def test_sweep_candidates_and_exact_data(capsys):
+    sw = _sweep_module()
+    for M in sw.MS:
+        cands = sw.candidates(M)
+        assert cands[0] == sw.tw.table_tiles(M, "gpu") and len(cands) == len(set(cands)) <= 16
+        assert all(c.use_dot for c in cands) or M <= 4  # the GEMV path only for tiny M
+    assert sw.main(["--out", "unused", "--dry-run"]) == 0
+    assert "dry run ok" in capsys.readouterr().out
