@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import os
 import sys
 import time
@@ -206,7 +205,7 @@ def main(argv=None) -> int:
             xs = [x] + [x.clone() for _ in range(len(sets) - 1)]
             y_ref = (x.double() @ w64d).to(torch.float16)
             try:
-                dt = timer.graph([lambda xx=xx: torch.matmul(xx, w16) for xx in xs[:2]])
+                dt = timer.graph([lambda xx=xx, w=w16: torch.matmul(xx, w) for xx in xs[:2]])
                 dense.append({"M": M, "N": N, "K": K, "us": round(dt.median_us, 3)})
             except Exception as ex:  # noqa: BLE001
                 dense.append({"M": M, "N": N, "K": K, "error": str(ex)[:200]})
@@ -226,7 +225,7 @@ def main(argv=None) -> int:
                         bad = int((y != y_ref).sum())
                         r.update(status="wrong", detail=f"{bad}/{y.numel()} elements differ from the exact reference")
                     else:
-                        calls = [lambda o=o, xx=xx: tw.launch_w4a16_gemm(xx, o[0], o[1], None, GROUP, ZP_BIAS, cfg)
+                        calls = [lambda o=o, xx=xx, c=cfg: tw.launch_w4a16_gemm(xx, o[0], o[1], None, GROUP, ZP_BIAS, c)
                                  for o, xx in zip(sets, xs)]
                         t = timer.graph(calls)
                         r.update(status="ok", us=round(t.median_us, 3), spread_us=[round(t.min_us, 3),

@@ -27,7 +27,8 @@ def evaluate_targets(report: dict) -> list[dict]:
     rows = _ok_rows(report, "w4a16")
     wrong = [r for r in report["rows"] if r.get("status") == "wrong"]
     out.append({"target": "every timed kernel passed the correctness gate", "ok": not wrong,
-                "detail": "; ".join(f"{r['kernel']} {r.get('shape')} M={r.get('M')}" for r in wrong[:10]) or "none wrong"})
+                "detail": "; ".join(f"{r['kernel']} {r.get('shape')} M={r.get('M')}" for r in wrong[:10])
+                or "none wrong"})
     for shape in TARGET_SHAPES:
         mine = sorted((r for r in rows if r["kernel"] == TARGET_KERNEL and r["shape"] == shape), key=lambda r: r["M"])
         dec = [r for r in mine if r["M"] <= DECODE_TARGET_M]
@@ -108,7 +109,8 @@ def render_markdown(report: dict) -> str:
                   "| kernel | shape | prefill M | decode M | eager us | compiled us | ratio | flag |",
                   "|---|---|---:|---:|---:|---:|---:|---|"]
         for r in cb:
-            lines.append(f"| {r['kernel']} | {r.get('shape')} | {_fmt(r.get('prefill_m'))} | {_fmt(r.get('decode_m'))} | "
+            lines.append(f"| {r['kernel']} | {r.get('shape')} | {_fmt(r.get('prefill_m'))} | "
+                         f"{_fmt(r.get('decode_m'))} | "
                          f"{_fmt(r.get('eager_us'))} | {_fmt(r.get('compiled_us'))} | {_fmt(r.get('ratio'), 3)} | "
                          f"{'**> 1.05**' if r.get('flagged') else r.get('status')} |")
         lines.append("")

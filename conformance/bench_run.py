@@ -71,7 +71,7 @@ def _nbytes(obj) -> int:
 
 def _l2_bytes(device) -> int:
     if torch.device(device).type != "cuda":
-        return 1 << 20
+        return 0  # no cache to defeat: one operand set
     return int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 64 << 20))
 
 
@@ -207,10 +207,10 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
         R = l2_bound(x, W64)
         xs_cache: dict[int, list] = {}
 
-        def xs(n):  # one activation tensor per operand set, so x rotates with the weights
-            if n not in xs_cache:
-                xs_cache[n] = [x] + [x.clone() for _ in range(n - 1)]
-            return xs_cache[n]
+        def xs(n, x=x, cache=xs_cache):  # one activation tensor per operand set: x rotates with the weights
+            if n not in cache:
+                cache[n] = [x] + [x.clone() for _ in range(n - 1)]
+            return cache[n]
 
         nbytes = bench.w4a16_bytes(M, N, K, bench.W4A16_GROUP, has_zeros=False, act_bytes=2)
         flops = 2.0 * M * N * K
@@ -229,7 +229,7 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
                 _say(opts, f"[w4a16 {shape.name} M={M}] {name}: WRONG -- {gate.detail}")
                 continue
             xl = xs(len(sets))
-            calls = [lambda o=o, xx=xx: k.apply(o, xx) for o, xx in zip(sets, xl)]
+            calls = [lambda o=o, xx=xx, k=k: k.apply(o, xx) for o, xx in zip(sets, xl)]
             if hasattr(k, "last_launch_config"):
                 row["tiles"] = dict(k.last_launch_config)
             rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
@@ -246,14 +246,14 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
                 yc = compiled_dequant[0](x)
                 gate = bench.gate_w4a16(loaded["torch_dequant_w4a16"][0], config, yc, y_ref, S, R, K, act)
                 if gate.ok:
-                    calls = [lambda: compiled_dequant[0](x)]
+                    calls = [lambda x=x: compiled_dequant[0](x)]
                     rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
                 else:
                     rows.append(dict(row, status="wrong", detail=gate.detail))
             except Exception as ex:  # noqa: BLE001
                 rows.append(dict(row, status="error", detail=f"{type(ex).__name__}: {str(ex)[:300]}"))
     if opts.compile_boundary:
-        for name, (k, sets) in loaded.items():
+        for k, sets in loaded.values():
             if k.op is not None:
                 compile_rows += _compile_boundary(opts, k, sets, shape.name, K, act, device, timer)
 
@@ -276,7 +276,8 @@ def _compile_boundary(opts, k, sets, shape_name, width, act, device, timer) -> l
         return [{"kernel": k.name, "shape": shape_name, "status": "error",
                  "detail": f"compile failed: {type(ex).__name__}: {str(ex)[:300]}"}]
     for m in COMPILE_DECODE:
-        row = {"kernel": k.name, "shape": shape_name, "prefill_m": pre_m, "decode_m": m, "compile_s": round(cc.seconds, 2)}
+        row = {"kernel": k.name, "shape": shape_name, "prefill_m": pre_m, "decode_m": m,
+               "compile_s": round(cc.seconds, 2)}
         try:
             xs = [(torch.randn((m, width), generator=gen)).to(act).to(device) for _ in sets]
             fs = [apply_fn(k, o) for o in sets]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -155,6 +156,7 @@ AUTO_SPLIT_WAVES = 2  # split_k=0: programs >= this many per SM (decode is memor
 MAX_AUTO_SPLIT = 16
 _TILE_FIELDS = {f.name for f in fields(TileConfig)}
 _tried_arch: set[str] = set()
+_arch_by_index: dict = {}
 _sm_counts: dict = {}
 
 _LAST_LAUNCH: dict = {}
@@ -222,17 +224,27 @@ def load_tile_table(arch: str, path: str | os.PathLike | None = None) -> bool:
 
 
 def gpu_tile_kind(device: torch.device) -> str:
-    """The TILE_TABLE key for a GPU: its arch ("sm90", "gfx942") when a measured table exists, else "gpu"."""
+    """The TILE_TABLE key for a GPU: its arch ("sm90", "gfx942") when a measured table exists, else "gpu".
+    A table file that cannot be used (malformed, another arch) is ignored with a warning naming why:
+    the defaults are correct, only untuned."""
     if device.type != "cuda":
         return "gpu"
-    if getattr(torch.version, "hip", None):
-        arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
-    else:
-        major, minor = torch.cuda.get_device_capability(device)
-        arch = f"sm{major}{minor}"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    arch = _arch_by_index.get(index)
+    if arch is None:
+        if getattr(torch.version, "hip", None):
+            arch = torch.cuda.get_device_properties(index).gcnArchName.split(":")[0]
+        else:
+            major, minor = torch.cuda.get_device_capability(index)
+            arch = f"sm{major}{minor}"
+        _arch_by_index[index] = arch
     if arch not in TILE_TABLE and arch not in _tried_arch:
         _tried_arch.add(arch)
-        load_tile_table(arch)
+        try:
+            load_tile_table(arch)
+        except (InvalidInput, ValueError, TypeError) as e:
+            warnings.warn(f"triton_w4a16: measured tile table for {arch} not used, defaults instead: {e}",
+                          stacklevel=2)
     return arch if arch in TILE_TABLE else "gpu"
 
 

@@ -21,7 +21,8 @@ def add_arguments(parser) -> None:
                              "(default: %(default)s)")
     parser.add_argument("--m", default="all", metavar="M,...",
                         help="M values or sets: decode (1..64), prefill (128..4096), all, quick (default: %(default)s)")
-    parser.add_argument("--dtype", default="float16", help="activation dtype: float16 or bfloat16 (default: %(default)s)")
+    parser.add_argument("--dtype", default="float16",
+                        help="activation dtype: float16 or bfloat16 (default: %(default)s)")
     parser.add_argument("--family", default="w4a16,fp8_group_quant", metavar="F,...",
                         help="families to bench (default: %(default)s)")
     parser.add_argument("--fp8-tokens", default=",".join(map(str, (1, 16, 128, 1024, 4096, 8192))), metavar="T,...",

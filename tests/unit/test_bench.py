@@ -242,3 +242,13 @@ def test_sweep_candidates_and_exact_data(capsys):
         assert all(c.use_dot for c in cands) or M <= 4  # the GEMV path only for tiny M
     assert sw.main(["--out", "unused", "--dry-run"]) == 0
     assert "dry run ok" in capsys.readouterr().out
+
+
+def test_speedup_is_dense_time_over_kernel_time_same_shape_and_m():
+    rows = [{"kernel": "dense_float16", "shape": "a", "M": 1, "graph_us": 30.0},
+            {"kernel": "triton_w4a16", "shape": "a", "M": 1, "graph_us": 10.0},
+            {"kernel": "triton_w4a16", "shape": "a", "M": 2, "graph_us": 10.0},
+            {"kernel": "triton_w4a16", "shape": "b", "M": 1, "graph_us": 10.0}]
+    bench_run._add_speedups(rows)
+    assert rows[1]["speedup_vs_dense"] == 3.0
+    assert "speedup_vs_dense" not in rows[0] and "speedup_vs_dense" not in rows[2] and "speedup_vs_dense" not in rows[3]
