@@ -89,7 +89,8 @@ def load(path: str) -> dict:
     except (OSError, json.JSONDecodeError) as e:
         raise InvalidInput("--compare", path, f"a readable error-profile JSON file ({type(e).__name__}: {e})") from None
     if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION or "kernels" not in doc:
-        raise InvalidInput("--compare", path, f"an error profile written by `profile --save` (version {FORMAT_VERSION})")
+        raise InvalidInput("--compare", path,
+                           f"an error profile written by `profile --save` (version {FORMAT_VERSION})")
     return doc
 
 

@@ -92,10 +92,10 @@ def environment(target: Target, profile: str) -> dict:
 # ---- running the suite -------------------------------------------------------------------------------
 
 def suite_command(target: Target, profile: str, kernels: str | None, report_json: Path, junit: Path,
-                  workers: int | str | None, plugins=()) -> list[str]:
+                  workers: int | str | None, plugins=(), paths=None) -> list[str]:
     """The pytest command line validate runs (printed in the report so a person can rerun it)."""
-    cmd = [sys.executable, "-m", "pytest", str(SUITE_DIR), "-q", "-p", "no:cacheprovider", "-o",
-           "junit_family=xunit2", "--rootdir", str(ROOT), "--conformance-target", str(target),
+    cmd = [sys.executable, "-m", "pytest", *[str(p) for p in (paths or [SUITE_DIR])], "-q", "-p",
+           "no:cacheprovider", "-o", "junit_family=xunit2", "--rootdir", str(ROOT), "--conformance-target", str(target),
            "--conformance-profile", profile, "--conformance-report", str(report_json), "--junitxml", str(junit)]
     if kernels:
         cmd += ["--conformance-kernels", kernels]
@@ -188,7 +188,7 @@ def summarize(records: list[dict], tests: list[dict], kernels: list[str]) -> dic
         c["skip"] += 1
         c["skip_reasons"][t["message"].removeprefix("Skipped: ")] += 1
     rows = []
-    for (k, check), c in sorted(cells.items(), key=lambda kv: (kv[0][0], _check_order(kv[0][1]))):
+    for _, c in sorted(cells.items(), key=lambda kv: (kv[0][0], _check_order(kv[0][1]))):
         rows.append({**c, "cases": len(c["cases"]), "run_modes": sorted(c["run_modes"]),
                      "skip_reasons": dict(c["skip_reasons"].most_common())})
     ratios = defaultdict(list)
@@ -196,9 +196,18 @@ def summarize(records: list[dict], tests: list[dict], kernels: list[str]) -> dic
         mr = (r.get("metrics") or {}).get("max_ratio")
         if r["check"] == "statistical" and isinstance(mr, (int, float)):
             ratios[r["kernel"]].append({"ratio": mr, "run_mode": r.get("run_mode"), "family": r.get("family")})
+    # one failure per (kernel, check): the last failing record, which for a hypothesis test is the shrunk
+    # (minimal) example it replays last; the other failing cases it tried while shrinking are counted
+    last_bad: dict[tuple, dict] = {}
+    n_bad: Counter = Counter()
+    for r in recs:
+        if r["outcome"] in ("fail", "error"):
+            last_bad[(r["kernel"], r["check"])] = r
+            n_bad[(r["kernel"], r["check"])] += 1
     failures = [{"kernel": r["kernel"], "check": r["check"], "outcome": r["outcome"], "case_id": r.get("case_id"),
-                 "run_mode": r.get("run_mode"), "replay": r.get("replay", ""), "detail": r.get("detail", "")[:1500]}
-                for r in recs if r["outcome"] in ("fail", "error")]
+                 "run_mode": r.get("run_mode"), "replay": r.get("replay", ""), "detail": r.get("detail", "")[:1500],
+                 "failing_cases": n_bad[key]}
+                for key, r in sorted(last_bad.items())]
     recorded_fail_tests = {f["kernel"] for f in failures}
     test_failures = [t for t in tests if t["outcome"] in ("failed", "error")
                      and _test_kernel(t["test"], names) not in recorded_fail_tests]
@@ -208,7 +217,7 @@ def summarize(records: list[dict], tests: list[dict], kernels: list[str]) -> dic
                  for r in recs if r["check"] in CONTRACT_CHECKS]
     contracts.sort(key=lambda r: (r["kernel"], CONTRACT_CHECKS.index(r["check"]), r["case_id"] or ""))
     test_counts = Counter(t["outcome"] for t in tests)
-    n_fail = sum(r["fail"] + r["error"] for r in rows) + len(test_failures)
+    n_fail = sum(1 for r in rows if r["fail"] + r["error"]) + len(test_failures)  # failing checks
     kernels_seen = sorted({r["kernel"] for r in rows} | set(kernels))
     return {"cells": rows, "ratios": dict(ratios), "failures": failures, "test_failures": test_failures,
             "contracts": contracts, "tests": dict(test_counts), "n_records": len(records),
@@ -226,10 +235,11 @@ def _check_order(check: str) -> tuple:
 
 def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | None = None,
              out_dir: str | os.PathLike = "report", junitxml: str | None = None, workers=None,
-             try_refused: bool = False, plugins=(), progress=None) -> tuple[dict, int]:
+             try_refused: bool = False, plugins=(), progress=None, paths=None) -> tuple[dict, int]:
     """Run the suite for `target`, build the report document, write report.json and report.html.
 
-    Returns (document, exit code): 0 when every check passed, 1 when any failed or errored (or pytest
+    `paths` narrows the suite to some of its files (tests use it). Returns (document, exit code): 0 when
+    every check passed, 1 when any failed or errored (or pytest
     itself failed), 2 when the suite produced no report at all."""
     from . import coverage, report
     from .profiles import get_profile
@@ -246,7 +256,7 @@ def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | N
         stale.unlink(missing_ok=True)
     ks = registry.resolve_kernels(kernels) if kernels else registry.all_kernels()
     names = [k.name for k in ks]
-    cmd = suite_command(target, profile, kernels, suite_json, junit, workers, plugins)
+    cmd = suite_command(target, profile, kernels, suite_json, junit, workers, plugins, paths)
     say(f"running the conformance suite for {target} (profile {profile}, "
         f"{'-n ' + str(workers) if workers not in (None, 0, '0') else 'one process'}); log: {out / 'pytest.log'}")
     rc, suite_s = run_suite(cmd, out / "pytest.log")

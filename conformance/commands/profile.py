@@ -30,7 +30,8 @@ def run(args) -> int:
     from conformance import error_profile
 
     if (args.save is None) == (args.compare is None):
-        raise InvalidInput("--save/--compare", (args.save, args.compare), "exactly one of --save FILE or --compare FILE")
+        raise InvalidInput("--save/--compare", (args.save, args.compare),
+                           "exactly one of --save FILE or --compare FILE")
     growth = error_profile.GROWTH_LIMIT if args.growth is None else args.growth
     if not growth > 1:
         raise InvalidInput("--growth", args.growth, "a number > 1")
