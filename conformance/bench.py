@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ from references.errors import InvalidInput, require
 EXIT_NO_GPU = 3  # `python -m conformance bench` on a machine without a GPU
 L2_ROTATION_FACTOR = 3
 MIN_CALLS_PER_GRAPH = 8  # amortizes the graph launch and the first-kernel gap inside one replay
+TIME_BUDGET_S = 0.25  # per timing: slow calls get fewer repetitions (at least MIN_REPS)
+MIN_REPS = 5
 MAX_SETS = 32
 MAX_ROTATION_BYTES = 8 << 30
 W4A16_GROUP = 128
@@ -187,6 +190,14 @@ class CudaTimer:
         self.replays, self.eager_reps, self.warmup = replays, eager_reps, warmup
 
     @staticmethod
+    def _reps(wanted: int, seconds_per_rep: float) -> int:
+        """Fewer repetitions for slow calls (plain-torch baselines at prefill M): at most ~TIME_BUDGET_S
+        per timing, never fewer than MIN_REPS."""
+        if seconds_per_rep <= 0:
+            return wanted
+        return max(MIN_REPS, min(wanted, int(TIME_BUDGET_S / seconds_per_rep)))
+
+    @staticmethod
     def _cycle(calls: list[Callable]) -> list[Callable]:
         n = max(MIN_CALLS_PER_GRAPH, len(calls))
         return [calls[i % len(calls)] for i in range(n)]
@@ -200,11 +211,12 @@ class CudaTimer:
         with torch.cuda.graph(g):
             for f in seq:
                 f()
+        t0 = time.perf_counter()
         for _ in range(self.warmup):
             g.replay()
         torch.cuda.synchronize()
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(self.replays)]
+              for _ in range(self._reps(self.replays, (time.perf_counter() - t0) / self.warmup))]
         for s, e in ev:
             s.record()
             g.replay()
@@ -216,12 +228,13 @@ class CudaTimer:
 
     def eager(self, calls: list[Callable]) -> Timing:
         seq = self._cycle(calls)
+        t0 = time.perf_counter()
         for _ in range(self.warmup):
             for f in seq:
                 f()
         torch.cuda.synchronize()
         ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-              for _ in range(self.eager_reps)]
+              for _ in range(self._reps(self.eager_reps, (time.perf_counter() - t0) / self.warmup))]
         for s, e in ev:
             s.record()
             for f in seq:

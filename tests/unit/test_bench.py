@@ -252,3 +252,9 @@ def test_speedup_is_dense_time_over_kernel_time_same_shape_and_m():
     bench_run._add_speedups(rows)
     assert rows[1]["speedup_vs_dense"] == 3.0
     assert "speedup_vs_dense" not in rows[0] and "speedup_vs_dense" not in rows[2] and "speedup_vs_dense" not in rows[3]
+
+
+def test_slow_calls_get_fewer_repetitions_but_never_too_few():
+    assert bench.CudaTimer._reps(50, 1e-4) == 50
+    assert bench.CudaTimer._reps(50, bench.TIME_BUDGET_S / 10) == 10
+    assert bench.CudaTimer._reps(50, 10.0) == bench.MIN_REPS

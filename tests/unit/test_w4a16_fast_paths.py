@@ -116,3 +116,28 @@ def test_tile_table_of_another_arch_refused(tmp_path):
     p.write_text(json.dumps(_table_doc(arch="sm80")))
     with pytest.raises(InvalidInput, match="arch"):
         tw.load_tile_table("sm90", p)
+
+
+def _fake_sm90(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda i=None: (9, 0))
+    monkeypatch.setattr(tw, "_tried_arch", set())
+    monkeypatch.setattr(tw, "_arch_by_index", {})
+    monkeypatch.setattr(tw, "TILE_TABLE", {k: v for k, v in tw.TILE_TABLE.items() if k != "sm90"})
+
+
+def test_gpu_kind_uses_a_measured_table_and_warns_on_a_bad_one(tmp_path, monkeypatch):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps(_table_doc()))
+    bad.write_text(json.dumps(_table_doc(rows=[{"max_m": 4, "block_m": 16, "block_n": 64, "block_k": 64}])))
+    _fake_sm90(monkeypatch)
+    monkeypatch.setenv(tw.TILES_ENV, str(good))
+    assert tw.gpu_tile_kind(torch.device("cuda")) == "sm90"
+    assert tw.table_tiles(2, "sm90").use_dot is False
+    _fake_sm90(monkeypatch)
+    monkeypatch.setenv(tw.TILES_ENV, str(bad))
+    with pytest.warns(UserWarning, match="catch-all"):
+        assert tw.gpu_tile_kind(torch.device("cuda")) == "gpu"
+    _fake_sm90(monkeypatch)
+    monkeypatch.setenv(tw.TILES_ENV, str(tmp_path / "none.json"))
+    assert tw.gpu_tile_kind(torch.device("cuda")) == "gpu"
