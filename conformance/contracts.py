@@ -94,7 +94,14 @@ class Sample:
 
 
 def gate_target(kernel: Kernel, config) -> Target | None:
-    """The first of GATE_TARGETS whose gate accepts `config` for `kernel`, or None."""
+    """The first of GATE_TARGETS whose gate accepts `config` for `kernel`, or None. On a GPU machine only the
+    detected target counts: the real op runs there, and must not be handed configs its hardware lacks."""
+    from .runtime import kernel_device
+    from .targets import detect_target
+
+    if kernel_device() != "cpu":
+        here = detect_target()
+        return here if kernel.can_implement(config, here) is None else None
     for t in GATE_TARGETS:
         target = parse_target(t)
         if kernel.can_implement(config, target) is None:

@@ -8,6 +8,7 @@ from conformance import fusion, registry, results
 from conformance.config import Fp8QuantConfig
 from conformance.contracts import run_check
 from conformance.quant_layer import ROUTES, RmsNormQuantLayer, route_availability
+from conformance.runtime import interpreting, kernel_device
 from references.fp8 import fp8_group_quant_reference
 
 registry.load_all()
@@ -22,7 +23,8 @@ def _inputs(cfg, seed=0):
     x = (torch.randn((7, cfg.hidden), generator=gen) * 3).to(dt)
     x[2, :cfg.group_size] = 0  # an all-zero group: the policies differ there
     w = (torch.rand(cfg.hidden, generator=gen) + 0.5).to(dt)
-    return x, w
+    dev = kernel_device()  # cuda on a GPU machine: the Triton route cannot take CPU tensors there
+    return x.to(dev), w.to(dev)
 
 
 @pytest.mark.parametrize("route", sorted(ROUTES))
@@ -34,8 +36,9 @@ def test_every_route_is_fused(route, cfg):
         pytest.skip(f"route={route}: {why}")
     x, w = _inputs(cfg)
     layer = RmsNormQuantLayer(cfg, w, 1e-6, route)
-    run_check("fusion", layer.kernel, lambda: fusion.check_fusion(layer, x), run_mode="interpreter"
-              if route == "triton" else "model", case_id=f"route={route},{cfg.group_size},{cfg.dtype}")
+    mode = ("interpreter" if interpreting() else "device") if route == "triton" else "model"
+    run_check("fusion", layer.kernel, lambda: fusion.check_fusion(layer, x), run_mode=mode,
+              case_id=f"route={route},{cfg.group_size},{cfg.dtype}")
 
 
 @pytest.mark.parametrize("policy", fusion.POLICIES)
