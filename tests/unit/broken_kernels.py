@@ -218,15 +218,18 @@ class PlusOneFromHasZeros(TritonW4A16):
 
 @register_kernel
 class V2ReadAsV1(TritonW4A16):
-    """BUG (vllm#26343): a gptq_v2 checkpoint is read with the v1 convention (stored + 1): every weight of an
-    asymmetric layer is one scale off."""
+    """BUG (vllm#26343, vllm#38966): every GPTQ checkpoint is read with the v1 convention (stored qzeros + 1,
+    as gptq_gemm with use_v2_format=False does, symmetric layers included). Right for v1; for v2 every weight
+    is one scale off (a symmetric v2 layer stores 8 and gets 9)."""
 
     name = "broken_v2_read_as_v1"
 
     def load(self, checkpoint, config=None):
-        if checkpoint.format == "gptq_v2":
-            checkpoint = replace(checkpoint, format="gptq_v1")
-        return super().load(checkpoint, config)
+        o = super().load(checkpoint, config)
+        if checkpoint.format in ("gptq_v1", "gptq_v2") and "qzeros" in checkpoint.tensors:
+            z = gptq_codec.unpack_qzeros(checkpoint.tensors["qzeros"], "v1")  # word + 0x11111111: v1's +1
+            o.qzeros, o.zp_bias = ops.pack_zeros_gn(z & 0xF), 0
+        return o
 
 
 @register_kernel
