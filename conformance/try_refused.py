@@ -6,7 +6,8 @@ everything. Results are grouped by the gate's refusal reason and judged:
 
   protects         some case fails (wrong numbers): the refusal keeps users from wrong results
   kernel raises    no case fails but some raise (load/apply reject it): the gate mirrors a hard limit
-  could be lifted  every case passes: the refusal may be stricter than it needs to be
+  could be lifted  every case that ran passes: the refusal may be stricter than it needs to be
+  not judged       nothing ran to a verdict (every case skipped)
 
 These are never conformance results: they are recorded with check "try_refused" in their own report
 section, never through conformance.results, and a model run says nothing about a real device.
@@ -24,7 +25,7 @@ from .targets import Target
 CHECK = "try_refused"
 # exact tier (layout, zero-point and offset bugs show bit for bit) and one statistical case per class
 CASES_PER_CLASS = 2
-VERDICTS = ("protects", "kernel raises", "could be lifted")
+VERDICTS = ("protects", "kernel raises", "could be lifted", "not judged")
 MODEL_CAVEAT = ("evidence from the kernel's model only (plain torch reading of its operands): it shows the "
                 "load step and operand layout handle these configs, not that the real kernel computes them "
                 "right on this target; confirm on a device before lifting the gate")
@@ -42,7 +43,7 @@ def _judge(outcomes: list[str]) -> str:
         return "protects"
     if "error" in outcomes:
         return "kernel raises"
-    return "could be lifted"
+    return "could be lifted" if "pass" in outcomes else "not judged"
 
 
 def _ratio(v) -> float | None:
@@ -79,9 +80,11 @@ def try_kernel(kernel: registry.Kernel, target: Target) -> dict:
     refusals = []
     for g in groups.values():
         outcomes = [c["outcome"] for cl in g["classes"] for c in cl["cases"]]
-        modes = sorted({c["run_mode"] or "-" for cl in g["classes"] for c in cl["cases"]})
+        modes = sorted({c["run_mode"] for cl in g["classes"] for c in cl["cases"] if c["run_mode"]})
         g["verdict"] = _judge(outcomes)
         g["n_cases"] = len(outcomes)
+        g["n_pass"] = outcomes.count("pass")
+        g["n_skip"] = outcomes.count("skip")
         g["n_fail"] = outcomes.count("fail")
         g["n_error"] = outcomes.count("error")
         g["run_modes"] = modes
@@ -116,7 +119,7 @@ def render_text(section: dict) -> str:
         for g in k["refusals"]:
             worst = [c for cl in g["classes"] for c in cl["cases"] if c["outcome"] != "pass"][:1]
             ratios = [cl["max_ratio"] for cl in g["classes"] if cl["max_ratio"] is not None]
-            ev = f"{g['n_cases'] - g['n_fail'] - g['n_error']}/{g['n_cases']} cases pass"
+            ev = f"{g['n_pass']}/{g['n_cases']} cases pass" + (f", {g['n_skip']} skip" if g["n_skip"] else "")
             if ratios:
                 ev += f", max ratio {max(ratios):.3g}" if math.isfinite(max(ratios)) else ", max ratio inf"
             if worst:
