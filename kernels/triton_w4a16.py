@@ -42,7 +42,7 @@ def _w4a16_gemm_kernel(
     stride_cs, stride_cm, stride_cn,
     ZP_BIAS: tl.constexpr, HAS_ZP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    PACKED_LOAD: tl.constexpr, USE_DOT: tl.constexpr,
+    PACKED_LOAD: tl.constexpr, USE_DOT: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
 ):
     """One (BLOCK_M x BLOCK_N) tile of c over the K tiles of split program_id(2).
 
@@ -53,6 +53,8 @@ def _w4a16_gemm_kernel(
     16 bytes wide) and unpacks in registers; otherwise every column gathers its own word (8x the load
     instructions, same DRAM bytes). USE_DOT=False is the GEMV-style path for tiny M: fp32 products
     (exact for fp16/bf16 operands) summed over K per tile, no tensor cores, BLOCK_M may be 1.
+    EVEN_K / EVEN_N (K, N multiples of the block) drop the weight and scale masks: a mask whose
+    constancy the compiler cannot prove splits a 16-byte load into 4-byte ones.
     """
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
@@ -74,17 +76,26 @@ def _w4a16_gemm_kernel(
         a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
                     mask=mask_m[:, None] & mask_k[None, :], other=0.0)
         if PACKED_LOAD:
-            words = tl.load(b_ptr + offs_k[:, None] * stride_bk + offs_w[None, :] * stride_bn,
-                            mask=mask_k[:, None] & mask_w[None, :], other=0)
+            w_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_w[None, :] * stride_bn
+            if EVEN_K and EVEN_N:
+                words = tl.load(w_ptrs)
+            else:
+                words = tl.load(w_ptrs, mask=mask_k[:, None] & mask_w[None, :], other=0)
             # [BLOCK_K, BLOCK_N/8, 8] -> [BLOCK_K, BLOCK_N]: row-major reshape puts slot j of word w at
             # column 8*w + j, the sequential nibble order of the operand contract
             q = tl.reshape((words[:, :, None] >> shift_j[None, None, :]) & 0xF, (BLOCK_K, BLOCK_N))
         else:
-            words = tl.load(b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] // 8) * stride_bn,
-                            mask=mask_k[:, None] & mask_n[None, :], other=0)
+            w_ptrs = b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] // 8) * stride_bn
+            if EVEN_K and EVEN_N:
+                words = tl.load(w_ptrs)
+            else:
+                words = tl.load(w_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0)
             q = (words >> shift_n[None, :]) & 0xF
         g = k0 // group_size
-        s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+        if EVEN_N:
+            s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn)
+        else:
+            s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
         if HAS_ZP:
             zw = tl.load(z_ptr + g * stride_zg + (offs_n // 8) * stride_zn, mask=mask_n, other=0)
             z = (zw >> shift_n) & 0xF
@@ -338,6 +349,9 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     has_zp = zp_bias == 0 and qzeros is not None
     z = qzeros if has_zp else b_q  # placeholder pointer, never read when HAS_ZP is False
     grid = (triton.cdiv(M, cfg.block_m), triton.cdiv(N, cfg.block_n), splits)
+    # unmasked weight/scale loads only where every tile is in bounds (a tail read is invisible in the
+    # numbers, columns and rows past the end are never stored, but can fault on a GPU)
+    even_k, even_n = K % cfg.block_k == 0, N % cfg.block_n == 0
     if splits == 1:
         c, scs = out, 0
     else:
@@ -350,7 +364,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
         z.stride(0), z.stride(1), scs, c.stride(-2), c.stride(-1),
         ZP_BIAS=zp_bias, HAS_ZP=has_zp,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        PACKED_LOAD=cfg.packed_load, USE_DOT=cfg.use_dot,
+        PACKED_LOAD=cfg.packed_load, USE_DOT=cfg.use_dot, EVEN_K=even_k, EVEN_N=even_n,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
@@ -362,7 +376,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
             SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
         )
     _LAST_LAUNCH.clear()
-    _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind)
+    _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind, even_k=even_k, even_n=even_n)
     return out
 
 

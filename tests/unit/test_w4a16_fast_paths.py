@@ -31,6 +31,8 @@ def _case(M, N, K, gs, wtype, dtype=torch.float16, seed=3):
 
 # id, M, N, K, group, wtype, tiles, expected (block_m, split_k) after fitting
 FAST_CASES = [
+    ("packed_dot_even_unmasked", 4, 128, 256, 128, "uint4", TileConfig(16, 64, 64, split_k=2, packed_load=True),
+     (16, 2)),
     ("packed_dot_splitk2_Ntail", 3, 200, 256, 64, "uint4", TileConfig(16, 64, 64, split_k=2, packed_load=True),
      (16, 2)),
     ("packed_dot_b8_Mtail", 21, 64, 128, 128, "uint4b8", TileConfig(16, 32, 64, packed_load=True), (16, 1)),
@@ -51,6 +53,18 @@ def test_fast_paths_exact(case):
     last = tw.last_launch_config()
     assert (last["block_m"], last["split_k"], last["packed_load"], last["use_dot"]) == \
         (bm, sk, tiles.packed_load, tiles.use_dot)
+    # masks dropped only where every tile is in bounds (an out-of-bounds read never shows in y)
+    assert (last["even_n"], last["even_k"]) == (N % last["block_n"] == 0, K % last["block_k"] == 0)
+
+
+def test_tails_keep_their_masks():
+    for N, K, tiles, even in ((200, 256, TileConfig(16, 64, 64, packed_load=True), (False, True)),
+                              (64, 96, TileConfig(16, 64, 128), (True, False)),
+                              (128, 256, TileConfig(16, 64, 64, packed_load=True), (True, True))):
+        args, ref = _case(2, N, K, -1 if K == 96 else 64, "uint4b8")
+        torch.testing.assert_close(tw.launch_w4a16_gemm(*args, tiles), ref, rtol=0, atol=0)
+        last = tw.last_launch_config()
+        assert (last["even_n"], last["even_k"]) == even, (N, K)
 
 
 def test_auto_split_fills_the_machine():
