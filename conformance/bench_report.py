@@ -79,7 +79,8 @@ def _fmt(v, nd=1):
 def render_markdown(report: dict) -> str:
     """A table per family (graph us, eager us, roofline fraction, x dense), then compile-boundary and targets."""
     env, ceil = report["environment"], report["ceilings"]
-    lines = [f"# bench: {env.get('device')} ({env.get('target')})", "",
+    partial = "" if report.get("complete", True) else " (PARTIAL: the run did not finish)"
+    lines = [f"# bench: {env.get('device')} ({env.get('target')}){partial}", "",
              f"torch {env.get('torch')}, triton {env.get('triton')}, commit {env.get('commit')}, "
              f"source {env.get('source_digest')}, {env.get('time_utc')}", "",
              f"Ceilings measured in this run: SM copy {_fmt(ceil.get('copy_gbps'))} GB/s "
@@ -156,14 +157,14 @@ def plot_png(report: dict, path: Path) -> bool:
     return True
 
 
-def write(report: dict, out_dir: str | Path) -> list[Path]:
-    """bench.json, bench.md and (matplotlib permitting) bench_roofline.png under out_dir."""
+def write(report: dict, out_dir: str | Path, plot: bool = True) -> list[Path]:
+    """bench.json, bench.md and (with `plot`, matplotlib permitting) bench_roofline.png under out_dir."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = [out / "bench.json", out / "bench.md"]
     paths[0].write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
     paths[1].write_text(render_markdown(report), encoding="utf-8")
     png = out / "bench_roofline.png"
-    if plot_png(report, png):
+    if plot and plot_png(report, png):
         paths.append(png)
     return paths

@@ -347,8 +347,9 @@ def _fp8(opts, device, target, timer, ceil, rows, compile_rows) -> None:
 
 # ------------------------------------------------------------------------------------------------
 
-def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None) -> dict:
-    """The whole benchmark; `ceilings` ({"copy_gbps", "peak_tflops"}) are measured when not given."""
+def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None, on_progress=None) -> dict:
+    """The whole benchmark; `ceilings` ({"copy_gbps", "peak_tflops"}) are measured when not given.
+    `on_progress(report)` is called with the report so far after each shape (a killed run keeps them)."""
     registry.load_all()
     target = detect_target() if torch.device(device).type == "cuda" else Target("cpu")
     timer = timer or bench.CudaTimer()
@@ -362,6 +363,16 @@ def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None) 
     rows: list[dict] = []
     compile_rows: list[dict] = []
     t0 = time.perf_counter()
+
+    def report(done: bool) -> dict:
+        from .bench_report import evaluate_targets
+
+        _add_speedups(rows)
+        rep = {"environment": env, "ceilings": ceilings, "options": _opts_dict(opts), "rows": rows,
+               "compile_boundary": compile_rows, "wall_s": round(time.perf_counter() - t0, 1), "complete": done}
+        rep["targets"] = evaluate_targets(rep)
+        return rep
+
     if "w4a16" in opts.families:
         for shape in opts.shapes:
             try:
@@ -369,19 +380,15 @@ def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None) 
             except Exception as ex:  # noqa: BLE001 - one shape's failure must not lose the others
                 rows.append(_row("w4a16", "*", shape.name, None, shape.N, shape.K, "error",
                                  f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
+            if on_progress is not None:
+                on_progress(report(False))
     if "fp8_group_quant" in opts.families and opts.fp8_tokens:
         try:
             _fp8(opts, device, target, timer, ceilings, rows, compile_rows)
         except Exception as ex:  # noqa: BLE001
             rows.append(_row("fp8_group_quant", "*", "", None, opts.fp8_hidden, bench.FP8_GROUP, "error",
                              f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
-    _add_speedups(rows)
-    report = {"environment": env, "ceilings": ceilings, "options": _opts_dict(opts), "rows": rows,
-              "compile_boundary": compile_rows, "wall_s": round(time.perf_counter() - t0, 1)}
-    from .bench_report import evaluate_targets
-
-    report["targets"] = evaluate_targets(report)
-    return report
+    return report(True)
 
 
 def _add_speedups(rows: list[dict]) -> None:

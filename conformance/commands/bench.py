@@ -71,7 +71,8 @@ def run(args) -> int:
     if why is not None:
         print(f"bench: {why}. Run it on a machine with a GPU (see benchmarks/README.md).", file=sys.stderr)
         return bench.EXIT_NO_GPU
-    report = bench_run.run(opts, device="cuda", timer=bench.CudaTimer(replays=args.replays))
+    report = bench_run.run(opts, device="cuda", timer=bench.CudaTimer(replays=args.replays),
+                           on_progress=lambda rep: bench_report.write(rep, args.out, plot=False))
     paths = bench_report.write(report, args.out)
     for t in report["targets"]:
         mark = {True: "PASS", False: "FAIL", None: "n/a "}[t["ok"]]

@@ -107,7 +107,10 @@ def _opts(**kw):
 
 
 def test_cpu_run_gates_times_and_reports(tmp_path):
-    report = bench_run.run(_opts(), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)
+    partial = []
+    report = bench_run.run(_opts(), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL, on_progress=partial.append)
+    assert len(partial) == 1 and partial[0]["complete"] is False and report["complete"] is True
+    assert "PARTIAL" in bench_report.render_markdown(partial[0])
     rows = {(r["kernel"], r.get("M")): r for r in report["rows"]}
     assert rows[("triton_w4a16", 1)]["status"] == "ok"
     assert rows[("triton_w4a16", 1)]["gate_metrics"]["max_ratio"] <= 1
