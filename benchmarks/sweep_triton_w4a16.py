@@ -70,9 +70,11 @@ PREFILL = [
 GEMV_MAX_REGS = 64
 
 
-def candidates(M: int) -> list:
-    """The pruned candidate list for M, the current default entry first."""
+def candidates(M: int, measured_kind: str | None = None) -> list:
+    """The pruned candidate list for M, the built-in default entry first (and the entry of an already
+    measured table for this arch, so a re-sweep can only keep or improve on either)."""
     default = tw.table_tiles(M, "gpu")
+    extra = [tw.table_tiles(M, measured_kind)] if measured_kind and measured_kind != "gpu" else []
     if M <= 16:
         cands = list(DECODE)
         if M <= 4:
@@ -84,7 +86,11 @@ def candidates(M: int) -> list:
         cands = list(MID)
     else:
         cands = list(PREFILL)
-    return [default] + [c for c in cands if c != default]
+    out = [default]
+    for c in extra + cands:
+        if c not in out:
+            out.append(c)
+    return out
 
 
 def exact_data(M: int, N: int, K: int, device, seed: int = 0):
@@ -184,6 +190,8 @@ def main(argv=None) -> int:
             "triton": __import__("triton").__version__, "shapes": SHAPES, "ms": list(ms), "group_size": GROUP,
             "weight_type": "uint4b8", "dtype": "float16", "pruning": __doc__.split("Pruning")[1].strip(),
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    measured_kind = tw.gpu_tile_kind(torch.device(dev))  # loads benchmarks/results/tiles_<arch>.json if any
+    meta["previous_table"] = measured_kind != "gpu"
     t_start = time.perf_counter()
     results: list[dict] = []
     dense: list[dict] = []
@@ -209,7 +217,7 @@ def main(argv=None) -> int:
                 dense.append({"M": M, "N": N, "K": K, "us": round(dt.median_us, 3)})
             except Exception as ex:  # noqa: BLE001
                 dense.append({"M": M, "N": N, "K": K, "error": str(ex)[:200]})
-            for cfg in candidates(M):
+            for cfg in candidates(M, measured_kind):
                 if time.perf_counter() - t_start > a.budget_s:
                     stopped = f"time budget {a.budget_s} s reached at M={M}"
                     break
