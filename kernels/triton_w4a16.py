@@ -155,10 +155,13 @@ TILE_TABLE = {
         (32, TileConfig(32, 256, 128)),
         (None, TileConfig(64, 256, 128)),
     ],
+    # packed loads by default: the gather load measured ~2% of roofline on an H200 (triton 3.6,
+    # benchmarks/results/h200/bench_run1.md): with `offs_n // 8` in the address no load or shared store
+    # can be vectorized, and the dequantized tile goes to shared memory 2 bytes at a time
     "gpu": [
-        (16, TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=3)),
-        (64, TileConfig(32, 64, 64, num_warps=4, num_stages=3)),
-        (None, TileConfig(64, 128, 64, num_warps=4, num_stages=3)),
+        (16, TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=3, packed_load=True)),
+        (64, TileConfig(32, 64, 64, num_warps=4, num_stages=3, packed_load=True)),
+        (None, TileConfig(64, 128, 64, num_warps=4, num_stages=3, packed_load=True)),
     ],
 }
 TILES_ENV = "CONFORMANCE_W4A16_TILES"  # path of a tile-table JSON that overrides the recorded one
