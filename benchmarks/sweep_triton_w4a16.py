@@ -55,7 +55,7 @@ DECODE = [
 GEMV = [  # use_dot=False, M <= 4 only; BLOCK_M is fitted to next_pow2(M)
     T(8, 64, 128, 0, 4, 3, True, False), T(8, 128, 64, 0, 4, 3, True, False), T(8, 256, 64, 0, 8, 3, True, False),
     T(8, 128, 128, 0, 8, 2, True, False), T(8, 64, 64, 0, 4, 3, True, False), T(8, 32, 64, 0, 4, 3, True, False),
-    T(8, 128, 32, 0, 4, 4, True, False),
+    T(8, 128, 32, 0, 4, 4, True, False), T(8, 128, 32, 0, 8, 3, True, False), T(8, 256, 32, 0, 8, 3, True, False),
 ]
 MID = [
     T(32, 64, 64, 1, 4, 3), T(32, 64, 64, 1, 4, 3, packed_load=True), T(32, 128, 64, 0, 4, 3, packed_load=True),

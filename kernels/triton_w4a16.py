@@ -155,10 +155,14 @@ TILE_TABLE = {
         (32, TileConfig(32, 256, 128)),
         (None, TileConfig(64, 256, 128)),
     ],
-    # packed loads by default: the gather load measured ~2% of roofline on an H200 (triton 3.6,
-    # benchmarks/results/h200/bench_run1.md): with `offs_n // 8` in the address no load or shared store
-    # can be vectorized, and the dequantized tile goes to shared memory 2 bytes at a time
+    # The tl.dot paths measured ~2% of roofline on an H200 (triton 3.6, benchmarks/results/h200/
+    # bench_run1.md). Triton 3.6's sm90 PTX for them (compiled here, no GPU) stores the dequantized tile
+    # to shared memory 2 bytes at a time (64 st.shared.b16 per thread per K tile) before the MMA; the
+    # GEMV path keeps it in registers (16-byte global loads, FMAs, no shared round trip), so tiny M
+    # starts there. Register budget: BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32 per thread.
     "gpu": [
+        (1, TileConfig(1, 256, 64, split_k=0, num_warps=8, num_stages=3, packed_load=True, use_dot=False)),
+        (4, TileConfig(4, 128, 32, split_k=0, num_warps=8, num_stages=3, packed_load=True, use_dot=False)),
         (16, TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=3, packed_load=True)),
         (64, TileConfig(32, 64, 64, num_warps=4, num_stages=3, packed_load=True)),
         (None, TileConfig(64, 128, 64, num_warps=4, num_stages=3, packed_load=True)),
