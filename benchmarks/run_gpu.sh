@@ -54,7 +54,8 @@ for M in (1, 3, 16, 33):
     x = torch.randint(-1, 2, (M, K), generator=g).half()
     ref = (x.double() @ w64).half().cuda()
     for cfg in (None, T(16, 64, 128, 4, 4, 3), T(16, 64, 128, 0, 4, 3, True), T(8, 64, 64, 2, 4, 3, True, False),
-                T(4, 128, 64, 0, 4, 3, False, False), T(64, 128, 64, 1, 4, 3, True)):
+                T(4, 128, 64, 0, 4, 3, False, False), T(64, 128, 64, 1, 4, 3, True),
+                T(16, 128, 128, 0, 4, 3, True, True, True), T(128, 128, 64, 1, 8, 3, True, True, True)):
         try:
             y = tw.launch_w4a16_gemm(x.cuda(), b_q, s, None, 128, 8, cfg)
             torch.cuda.synchronize()
@@ -70,10 +71,12 @@ EOF
 
 sweep() {
   mkdir -p "$OUT/sweep" "$SWEEP_KEEP"
-  timeout 500 "$PY" benchmarks/sweep_triton_w4a16.py --out "$OUT/sweep" --budget-s "${SWEEP_BUDGET_S:-400}" 2>&1 \
-    | tee "$OUT/sweep.log"
+  merge=""
+  [ -n "${SWEEP_MERGE:-}" ] && merge="--merge $SWEEP_MERGE"
+  timeout 500 "$PY" benchmarks/sweep_triton_w4a16.py --out "$OUT/sweep" --budget-s "${SWEEP_BUDGET_S:-400}" \
+    ${SWEEP_MS:+--ms $SWEEP_MS} $merge 2>&1 | tee "$OUT/sweep.log"
   echo "sweep exit: $?"
-  cp "$OUT"/sweep/tiles_*.json "$SWEEP_KEEP"/ 2>/dev/null || true
+  cp "$OUT"/sweep/tiles_*.json "$OUT"/sweep/sweep_*.json "$SWEEP_KEEP"/ 2>/dev/null || true
   tail -n 20 "$OUT/sweep.log"
 }
 

@@ -47,10 +47,11 @@ SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]  # (N, K)
 MS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 GROUP, ZP_BIAS = 128, 8
 
-DECODE = [
-    T(16, 64, 128, 0, 4, 3), T(16, 64, 128, 0, 4, 3, packed_load=True), T(16, 128, 128, 0, 4, 3, packed_load=True),
-    T(16, 128, 64, 0, 4, 4, packed_load=True), T(16, 256, 64, 0, 8, 3, packed_load=True),
-    T(16, 128, 128, 1, 4, 3, packed_load=True), T(16, 256, 128, 0, 8, 2, packed_load=True),
+P, S = True, True  # packed_load, swap_ab (positional TileConfig fields 7 and 9)
+DECODE = [  # the gather reference, one packed plain dot, then swap_ab variants
+    T(16, 64, 128, 0, 4, 3), T(16, 128, 128, 0, 4, 3, P),
+    T(16, 64, 128, 0, 4, 3, P, True, S), T(16, 128, 128, 0, 4, 3, P, True, S), T(16, 128, 64, 0, 4, 4, P, True, S),
+    T(16, 256, 64, 0, 8, 3, P, True, S), T(16, 128, 128, 1, 4, 3, P, True, S), T(16, 256, 128, 0, 8, 2, P, True, S),
 ]
 GEMV = [  # use_dot=False, M <= 4 only; BLOCK_M is fitted to next_pow2(M)
     T(8, 64, 128, 0, 4, 3, True, False), T(8, 128, 64, 0, 4, 3, True, False), T(8, 256, 64, 0, 8, 3, True, False),
@@ -58,14 +59,14 @@ GEMV = [  # use_dot=False, M <= 4 only; BLOCK_M is fitted to next_pow2(M)
     T(8, 128, 32, 0, 4, 4, True, False), T(8, 128, 32, 0, 8, 3, True, False), T(8, 256, 32, 0, 8, 3, True, False),
 ]
 MID = [
-    T(32, 64, 64, 1, 4, 3), T(32, 64, 64, 1, 4, 3, packed_load=True), T(32, 128, 64, 0, 4, 3, packed_load=True),
-    T(64, 128, 64, 1, 4, 3, packed_load=True), T(64, 64, 128, 0, 4, 4, packed_load=True),
-    T(64, 128, 64, 1, 8, 4, packed_load=True), T(128, 128, 64, 1, 8, 3, packed_load=True),
+    T(32, 64, 64, 1, 4, 3), T(64, 128, 64, 1, 4, 3, P),
+    T(32, 128, 64, 0, 4, 3, P, True, S), T(64, 128, 64, 1, 4, 3, P, True, S), T(64, 64, 128, 0, 4, 4, P, True, S),
+    T(64, 128, 64, 1, 8, 4, P, True, S), T(128, 128, 64, 1, 8, 3, P, True, S),
 ]
 PREFILL = [
-    T(64, 128, 64, 1, 4, 3), T(64, 128, 64, 1, 4, 3, packed_load=True), T(128, 128, 64, 1, 8, 3, packed_load=True),
-    T(128, 256, 64, 1, 8, 3, packed_load=True), T(128, 128, 128, 1, 8, 3, packed_load=True),
-    T(64, 256, 64, 1, 8, 3, packed_load=True), T(128, 64, 64, 1, 4, 4, packed_load=True),
+    T(64, 128, 64, 1, 4, 3), T(128, 128, 64, 1, 8, 3, P),
+    T(64, 128, 64, 1, 4, 3, P, True, S), T(128, 128, 64, 1, 8, 3, P, True, S), T(128, 256, 64, 1, 8, 3, P, True, S),
+    T(128, 128, 128, 1, 8, 3, P, True, S), T(64, 256, 64, 1, 8, 3, P, True, S), T(128, 64, 64, 1, 4, 4, P, True, S),
 ]
 GEMV_MAX_REGS = 64
 
@@ -163,6 +164,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0, help="stop timing new configs after this (default 420)")
     ap.add_argument("--ms", default=",".join(map(str, MS)))
     ap.add_argument("--replays", type=int, default=30)
+    ap.add_argument("--merge", default=None, metavar="SWEEP_JSON",
+                    help="a previous sweep_<arch>.json whose results for other M join the choice (split sweeps)")
     ap.add_argument("--dry-run", action="store_true", help="list candidates and build small exact data; no GPU")
     a = ap.parse_args(argv)
     ms = tuple(int(m) for m in a.ms.split(","))
@@ -194,6 +197,11 @@ def main(argv=None) -> int:
     meta["previous_table"] = measured_kind != "gpu"
     t_start = time.perf_counter()
     results: list[dict] = []
+    if a.merge:  # results of an earlier call for the M values this call does not sweep
+        prev = json.loads(Path(a.merge).read_text())
+        results = [r for r in prev.get("results", []) if r["M"] not in ms]
+        ms = tuple(sorted(set(ms) | {r["M"] for r in results}))
+        print(f"merged {len(results)} results from {a.merge}", flush=True)
     dense: list[dict] = []
     weights = {}
     for N, K in SHAPES:

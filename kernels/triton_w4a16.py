@@ -43,6 +43,7 @@ def _w4a16_gemm_kernel(
     ZP_BIAS: tl.constexpr, HAS_ZP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PACKED_LOAD: tl.constexpr, USE_DOT: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
+    SWAP_AB: tl.constexpr,
 ):
     """One (BLOCK_M x BLOCK_N) tile of c over the K tiles of split program_id(2).
 
@@ -68,7 +69,10 @@ def _w4a16_gemm_kernel(
     mask_w = offs_w < N // 8
     shift_j = tl.arange(0, 8) * 4  # nibble slot j of a word holds column 8*word + j
     act_ty = a_ptr.dtype.element_ty
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SWAP_AB:
+        acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for t in range(0, tiles_per_split):
         k0 = (pid_k * tiles_per_split + t) * BLOCK_K
         offs_k = k0 + tl.arange(0, BLOCK_K)
@@ -102,12 +106,18 @@ def _w4a16_gemm_kernel(
             w = (q - z[None, :]).to(act_ty) * s[None, :]
         else:
             w = (q - ZP_BIAS).to(act_ty) * s[None, :]
-        if USE_DOT:
+        if SWAP_AB:
+            # y^T = W^T x^T: with the dequantized tile as the first operand, Triton 3.6's sm90 code
+            # stores it with stmatrix/16-byte stores instead of 2-byte ones (PTX compiled offline)
+            acc_t = tl.dot(tl.trans(w), tl.trans(a), acc_t)
+        elif USE_DOT:
             acc = tl.dot(a, w, acc)
         else:
             # w is rounded into the act dtype above (the declared dequant dtype); the upcast is exact
             prod = a.to(tl.float32)[:, :, None] * w.to(tl.float32)[None, :, :]
             acc += tl.sum(prod, axis=1)
+    if SWAP_AB:
+        acc = tl.trans(acc_t)
     c_ptrs = c_ptr + pid_k * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
@@ -133,7 +143,8 @@ def _splitk_reduce_kernel(
 class TileConfig:
     """Launch parameters; `split_k` > 1 runs the K loop in that many programs plus a reduction, 0 picks
     the split from the grid size (enough programs to fill the GPU, see fit_tiles). `packed_load` reads
-    each weight word once; `use_dot=False` is the GEMV-style path for tiny M (BLOCK_M may be 1..8)."""
+    each weight word once; `use_dot=False` is the GEMV-style path for tiny M (BLOCK_M may be 1..8);
+    `swap_ab` computes y^T = W^T x^T (the dequantized weight as the dot's first operand)."""
 
     block_m: int
     block_n: int
@@ -143,6 +154,7 @@ class TileConfig:
     num_stages: int = 2
     packed_load: bool = False
     use_dot: bool = True
+    swap_ab: bool = False
 
 
 # (largest M served, tiles). The interpreter costs ~per (program x k-iteration), nearly independent
@@ -159,13 +171,14 @@ TILE_TABLE = {
     # bench_run1.md). Triton 3.6's sm90 PTX for them (compiled here, no GPU) stores the dequantized tile
     # to shared memory 2 bytes at a time (64 st.shared.b16 per thread per K tile) before the MMA; the
     # GEMV path keeps it in registers (16-byte global loads, FMAs, no shared round trip), so tiny M
-    # starts there. Register budget: BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32 per thread.
+    # starts there; swap_ab gives the dot paths 16-byte/stmatrix stores and wgmma even at BLOCK_M 16.
+    # GEMV register budget: BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32 per thread.
     "gpu": [
         (1, TileConfig(1, 256, 64, split_k=0, num_warps=8, num_stages=3, packed_load=True, use_dot=False)),
         (4, TileConfig(4, 128, 32, split_k=0, num_warps=8, num_stages=3, packed_load=True, use_dot=False)),
-        (16, TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=3, packed_load=True)),
-        (64, TileConfig(32, 64, 64, num_warps=4, num_stages=3, packed_load=True)),
-        (None, TileConfig(64, 128, 64, num_warps=4, num_stages=3, packed_load=True)),
+        (16, TileConfig(16, 128, 128, split_k=0, num_warps=4, num_stages=3, packed_load=True, swap_ab=True)),
+        (64, TileConfig(32, 128, 64, split_k=0, num_warps=4, num_stages=3, packed_load=True, swap_ab=True)),
+        (None, TileConfig(128, 128, 64, num_warps=8, num_stages=3, packed_load=True, swap_ab=True)),
     ],
 }
 TILES_ENV = "CONFORMANCE_W4A16_TILES"  # path of a tile-table JSON that overrides the recorded one
@@ -372,6 +385,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
         ZP_BIAS=zp_bias, HAS_ZP=has_zp,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         PACKED_LOAD=cfg.packed_load, USE_DOT=cfg.use_dot, EVEN_K=even_k, EVEN_N=even_n,
+        SWAP_AB=cfg.swap_ab and cfg.use_dot,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:

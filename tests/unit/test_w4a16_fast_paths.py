@@ -36,6 +36,9 @@ FAST_CASES = [
     ("packed_dot_splitk2_Ntail", 3, 200, 256, 64, "uint4", TileConfig(16, 64, 64, split_k=2, packed_load=True),
      (16, 2)),
     ("packed_dot_b8_Mtail", 21, 64, 128, 128, "uint4b8", TileConfig(16, 32, 64, packed_load=True), (16, 1)),
+    ("swap_ab_packed_splitk2_Ntail", 5, 200, 256, 64, "uint4",
+     TileConfig(16, 64, 64, split_k=2, packed_load=True, swap_ab=True), (16, 2)),
+    ("swap_ab_gather_Mtail", 19, 64, 128, 128, "uint4b8", TileConfig(16, 32, 64, swap_ab=True), (16, 1)),
     ("gemv_m1_packed_splitk4", 1, 136, 256, 32, "uint4", TileConfig(8, 64, 32, split_k=4, packed_load=True,
                                                                      use_dot=False), (1, 4)),
     ("gemv_m3_gather", 3, 72, 128, 64, "uint4b8", TileConfig(4, 64, 64, split_k=2, use_dot=False), (4, 2)),
@@ -51,8 +54,8 @@ def test_fast_paths_exact(case):
     y = tw.launch_w4a16_gemm(*args, tiles)
     torch.testing.assert_close(y, ref, rtol=0, atol=0)
     last = tw.last_launch_config()
-    assert (last["block_m"], last["split_k"], last["packed_load"], last["use_dot"]) == \
-        (bm, sk, tiles.packed_load, tiles.use_dot)
+    assert (last["block_m"], last["split_k"], last["packed_load"], last["use_dot"], last["swap_ab"]) == \
+        (bm, sk, tiles.packed_load, tiles.use_dot, tiles.swap_ab)
     # masks dropped only where every tile is in bounds (an out-of-bounds read never shows in y)
     assert (last["even_n"], last["even_k"]) == (N % last["block_n"] == 0, K % last["block_k"] == 0)
 
