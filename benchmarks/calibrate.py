@@ -149,11 +149,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     import multiprocessing as mp
 
+    _init_worker()  # sets TRITON_INTERPRET=1 on a CPU machine: triton must not be imported before
     import hypothesis
     import torch
     import triton
-
-    _init_worker()
     t0 = time.perf_counter()
     jobs, plan_doc = [], []
     for kernel, target, profile, mode, n in PLAN + [MUTANT_PLAN]:
@@ -183,6 +182,8 @@ def main(argv=None) -> int:
                      "step, scales within 4 fp32 ulp",
         "environment": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
                         "hypothesis": hypothesis.__version__, "cpus": os.cpu_count(), "processes": args.procs},
+        "command": " ".join(["PYTHONPATH=. python benchmarks/calibrate.py", *(sys.argv[1:] if argv is None else argv)]),
+        "scale": args.scale,
         "plan": plan_doc,
         "totals": {"cases": len(correct), "w4a16_cases": len(w4),
                    "interpreter_cases": sum(r["run_mode"] == "interpreter" for r in correct),

@@ -1,11 +1,14 @@
 """Measure the suite's power against the broken kernels of tests/unit/broken_kernels.py (CPU, ~5 minutes).
 
 1. hunt: for every broken kernel and tier, how many ci-profile (derandomized) draws of the suite's strategy
-   it takes until the first failing verdict (cap --max-examples), and the case id that failed;
-2. suite: the ci-profile W4A16 suite itself (tests/conformance/test_w4a16_suite.py, 6 examples per tier, with
-   hypothesis shrinking) run on the broken kernels in a pytest subprocess: caught or not, and the shrunk id.
+   it takes until the first failing verdict, with the cap of the CI test (tests/conformance/
+   test_proof_of_power.py, BUDGET) and with a larger cap (--max-examples); hypothesis's draws depend on the
+   cap, so both are recorded;
+2. suite: the W4A16 suite test itself (tests/conformance/test_w4a16_suite.py::test_w4a16_conformance, same
+   function, so the same derandomized draws as CI: 6 examples per tier under the ci profile) called in-process
+   on each broken kernel, without the shrink phase: caught or not, and at which example.
 
-    PYTHONPATH=. python benchmarks/proof_of_power.py [--max-examples 200] [--no-suite] [--out PATH]
+    PYTHONPATH=. python benchmarks/proof_of_power.py [--max-examples 200] [--out PATH]
 Writes benchmarks/results/proof_of_power.json.
 """
 from __future__ import annotations
@@ -14,17 +17,16 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = "tests.unit.broken_kernels"
+BUDGET = 25  # the CI test's cap (tests/conformance/test_proof_of_power.py)
 
 
-def run_hunts(max_examples: int) -> list[dict]:
+def run_hunts(caps: tuple[int, ...]) -> list[dict]:
     from conformance import registry
 
     registry.load_all()
@@ -35,57 +37,77 @@ def run_hunts(max_examples: int) -> list[dict]:
     rows = []
     for name in bk.BROKEN:
         for tier in ("exact", "statistical"):
-            h = hunt(name, tier, max_examples)
-            row = {**h.to_dict(), "base": bk.BASE[name], "doc": (bk.BROKEN[name].__doc__ or "").split("\n")[0]}
+            row = {"kernel": name, "tier": tier, "base": bk.BASE[name],
+                   "bug": " ".join((bk.BROKEN[name].__doc__ or "").split())}
+            for cap in caps:
+                h = hunt(name, tier, cap).to_dict()
+                row[f"cap{cap}"] = {k: h[k] for k in ("examples_until_caught", "examples_run", "case_id", "outcome",
+                                                       "detail", "seconds")}
+                print(f"{name:34s} {tier:12s} cap {cap:4d}: caught after {h['examples_until_caught']} "
+                      f"({h['seconds']:.1f} s) {h['case_id'] or ''}", flush=True)
             rows.append(row)
-            print(f"{name:34s} {tier:12s} caught={row['caught']!s:5s} after {row['examples_run']:4d} "
-                  f"({row['seconds']:.1f} s) {row['case_id'] or ''}", flush=True)
     return rows
 
 
-def run_suite() -> dict:
+def run_ci_suite_draws() -> dict:
+    """test_w4a16_conformance itself, per broken kernel and tier, ci profile, no shrinking."""
+    from hypothesis import Phase, settings
+
+    from conformance import profiles, results
+    from conformance.targets import parse_target
+
+    sys.path.insert(0, str(ROOT / "tests" / "conformance"))
+    import test_w4a16_suite as suite
+
     import tests.unit.broken_kernels as bk
 
-    with tempfile.TemporaryDirectory() as d:
-        report = os.path.join(d, "report.json")
-        cmd = [sys.executable, "-m", "pytest", "tests/conformance/test_w4a16_suite.py", "-q", "-p", "no:cacheprovider",
-               "--conformance-plugin", PLUGIN, "--conformance-kernels", ",".join(bk.BROKEN),
-               "--conformance-profile", "ci", "--conformance-report", report]
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        secs = time.perf_counter() - t0
-        recs = json.load(open(report))["records"]
+    ci = profiles.load_profile("ci")
+    test = settings(parent=ci.settings(), phases=[Phase.explicit, Phase.generate])(suite.test_w4a16_conformance)
     out = {}
     for name in bk.BROKEN:
         for tier in ("exact", "statistical"):
-            mine = [x for x in recs if x["kernel"] == name and x["check"] == tier]
-            bad = [x for x in mine if x["outcome"] in ("fail", "error")]
-            # the last failing verdict is hypothesis's shrunk (minimal) example, replayed at the end
-            out[f"{name}/{tier}"] = {"caught": bool(bad), "cases_run_incl_shrinking": len(mine),
-                                     "first_failure_at": next((i + 1 for i, x in enumerate(mine) if x in bad), None),
-                                     "shrunk_case_id": bad[-1]["case_id"] if bad else None}
-    return {"command": " ".join(cmd[1:]), "exit_code": r.returncode, "seconds": round(secs, 1), "results": out}
+            results.drain()
+            try:
+                test(conformance_kernel=registry_kernel(name), conformance_tier=tier,
+                     conformance_target=parse_target("cpu"), conformance_profile=ci, conformance_case=None)
+            except AssertionError:
+                pass
+            recs = [r for r in results.drain() if r["kernel"] == name]
+            first = next((i + 1 for i, r in enumerate(recs) if r["outcome"] in ("fail", "error")), None)
+            out[f"{name}/{tier}"] = {"caught": first is not None, "caught_at_example": first,
+                                     "examples_run": len(recs) if first is None else first,
+                                     "case_id": recs[first - 1]["case_id"] if first else None}
+            print(f"ci suite draws {name:34s} {tier:12s} caught at {first} of {ci.max_examples}", flush=True)
+    return {"test": "tests/conformance/test_w4a16_suite.py::test_w4a16_conformance", "profile": "ci",
+            "max_examples": ci.max_examples, "results": out}
+
+
+def registry_kernel(name: str):
+    from conformance import registry
+
+    return registry.get_kernel(name)
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--max-examples", type=int, default=200)
-    p.add_argument("--no-suite", action="store_true", help="skip the pytest run of the ci suite")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "proof_of_power.json"))
     args = p.parse_args(argv)
+    from conformance import registry
+
+    registry.load_all()  # sets TRITON_INTERPRET=1 on a CPU machine: triton must not be imported before
     import hypothesis
     import torch
     import triton
 
     t0 = time.perf_counter()
     doc = {"what": "examples until the first failure of each broken kernel (suite strategies, ci profile draws)",
-           "profile": "ci", "max_examples": args.max_examples,
+           "profile": "ci", "caps": [BUDGET, args.max_examples],
            "environment": {"python": platform.python_version(), "torch": torch.__version__,
                            "triton": triton.__version__, "hypothesis": hypothesis.__version__,
                            "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Triton interpreter"},
-           "hunts": run_hunts(args.max_examples)}
-    if not args.no_suite:
-        doc["ci_suite_run"] = run_suite()
+           "hunts": run_hunts((BUDGET, args.max_examples))}
+    doc["ci_suite_draws"] = run_ci_suite_draws()
     doc["seconds"] = round(time.perf_counter() - t0, 1)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     with open(args.out, "w") as f:

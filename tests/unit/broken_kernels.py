@@ -8,9 +8,11 @@ Load only inside a test: `registry.load_plugin(PLUGIN)` then `register_all()`, a
 teardown, or the suites collected afterwards would parametrize over these kernels. Each subclass keeps its
 parent's gate and declared numerics, so the strategies draw exactly the parent's cases.
 
-The Triton bugs change the Triton code for real: `_mutant_gemm_kernel` is a copy of triton_w4a16's kernel with
-one constexpr flag per bug (all False = the shipped kernel, checked bit for bit by the proof-of-power test),
-and `launch_mutant` is a copy of its wrapper whose only optional change is the missing BLOCK_K clamp.
+The Triton bugs change the Triton code for real: `_mutant_gemm_kernel` is a copy of triton_w4a16's kernel on the
+path the interpreter tile table takes (PACKED_LOAD=False, USE_DOT=True, masked loads) with one constexpr flag per
+bug (all False = the shipped kernel, checked bit for bit against launch_w4a16_gemm by the proof-of-power test,
+so a change to the shipped numerics shows up there first), and `launch_mutant` is a copy of its wrapper (the
+table, fit_tiles and split-K reduction are the shipped ones) whose only optional change is the missing clamp.
 """
 from __future__ import annotations
 
@@ -45,7 +47,7 @@ def _mutant_gemm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     DEQ_VIA_FP16: tl.constexpr, LAST_N_TILE_OFF_BY_ONE: tl.constexpr, SKIP_M_TAIL: tl.constexpr,
 ):
-    """triton_w4a16's _w4a16_gemm_kernel, line for line, plus three bug switches (each off = shipped code)."""
+    """triton_w4a16's _w4a16_gemm_kernel (PACKED_LOAD=False, USE_DOT=True path) plus three bug switches."""
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     pid_k = tl.program_id(2)
