@@ -109,15 +109,14 @@ _loaded_plugins: set[str] = set()
 
 
 def _import_builtin_package():
-    """Import the repo's kernels/ as `conformance_kernels` (installed mapping, else from the tree)."""
+    """Import the kernels/ beside this `conformance` package as `conformance_kernels`; only where there is none
+    (a non-editable install) the installed `conformance_kernels`. The tree's own kernels win so that a checkout
+    (a bisect step, a scratch copy) never runs the kernels of another checkout that happens to be installed."""
     if BUILTIN_PACKAGE in sys.modules:
         return sys.modules[BUILTIN_PACKAGE]
-    try:
-        return importlib.import_module(BUILTIN_PACKAGE)
-    except ModuleNotFoundError as e:
-        if e.name != BUILTIN_PACKAGE:
-            raise
     kdir = Path(__file__).resolve().parent.parent / "kernels"
+    if not (kdir / "__init__.py").is_file():
+        return importlib.import_module(BUILTIN_PACKAGE)
     spec = importlib.util.spec_from_file_location(
         BUILTIN_PACKAGE, kdir / "__init__.py", submodule_search_locations=[str(kdir)])
     if spec is None:

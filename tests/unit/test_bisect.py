@@ -72,12 +72,11 @@ def test_bisect_run_names_the_breaking_commit(tmp_path):
     if not (ROOT / "conformance" / "commands" / "repro.py").exists():
         pytest.skip("the repro command is not written yet")
     repo = _scratch_repo(tmp_path / "repo")
-    # an installed (non-editable) conformance_kernels would shadow the scratch tree's kernels/
-    spec = subprocess.run([sys.executable, "-c", "import importlib.util as u; s = u.find_spec('conformance_kernels');"
-                           "print(s.origin if s else '')"], cwd=repo, env=_env(), capture_output=True,
-                          text=True, timeout=60).stdout.strip()
-    if spec:
-        pytest.skip(f"conformance_kernels is installed at {spec}: a scratch checkout would load those kernels")
+    # the scratch checkout must run its own kernels (not those of an installed or editable checkout)
+    where = subprocess.run([sys.executable, "-c", "from conformance import registry; registry.load_all();"
+                            "import inspect; print(inspect.getfile(type(registry.get_kernel('torch_dequant_w4a16'))))"],
+                           cwd=repo, env=_env(), capture_output=True, text=True, timeout=120)
+    assert where.stdout.strip().startswith(str(repo)), where.stdout + where.stderr
 
     good = _commit(repo, "base: the project as it is")
     (repo / "NOTES.txt").write_text("harmless 1\n")
