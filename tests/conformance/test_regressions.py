@@ -67,6 +67,7 @@ def scenario_cases(draw, kernels, *, weight_types=("uint4", "uint4b8"), formats=
     # the exact tier holds only while the kernel's declared accumulator keeps every partial sum exact
     # (rdna3_w4a16 sums its 256-row K splits in the act dtype, so K > 256 is not an exact-tier case for it)
     assume(case.K <= exact_tier_max_k(wt, k.accumulate_dtype(case.config())))
+    assume(k.exact_tier_max_k is None or case.K <= k.exact_tier_max_k)
     return case
 
 
