@@ -41,14 +41,21 @@ def _group_quant(y: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_m
     G = y.shape[-1] // group_size
     yg = y.float().reshape(*y.shape[:-1], G, group_size)
     amax = yg.abs().amax(dim=-1)
-    fmax = torch.tensor(fp8_max, dtype=torch.float32)
-    s = amax / fmax if policy == "native" else torch.maximum(amax, torch.tensor(eps, dtype=torch.float32)) / fmax
+    if policy == "native":
+        # as the native route writes it: a Python-scalar divisor, which torch's CUDA kernel turns into a
+        # multiplication by the fp32 reciprocal (CPU divides); the fused op must reproduce its route's bits
+        s = amax / fp8_max
+    else:
+        # the Triton route divides correctly rounded (div_rn); a 0-dim divisor on the tensor's own device keeps
+        # torch from taking the CPU-scalar (reciprocal) path on CUDA
+        fmax = torch.tensor(fp8_max, dtype=torch.float32, device=amax.device)
+        s = torch.maximum(amax, torch.tensor(eps, dtype=torch.float32, device=amax.device)) / fmax
     if ue8m0:  # exact round-up to a power of two (frexp), 0 stays 0
         mant, exp = torch.frexp(s)
         s = torch.where(s > 0, torch.ldexp(torch.ones_like(s), torch.where(mant == 0.5, exp - 1, exp)), s)
     if policy == "native":
-        s = torch.maximum(s, torch.tensor(1.0, dtype=torch.float32) / torch.tensor(fp8_max * 512.0,
-                                                                                 dtype=torch.float32))
+        s = torch.maximum(s, torch.tensor(1.0, dtype=torch.float32, device=s.device)
+                          / torch.tensor(fp8_max * 512.0, dtype=torch.float32, device=s.device))
     q = (yg / s.unsqueeze(-1)).clamp(-fp8_max, fp8_max).to(fp8_dtype)
     return q.reshape(y.shape), s
 
