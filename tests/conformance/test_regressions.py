@@ -4,7 +4,9 @@ Each test draws exact-tier cases from the family of configurations where the bug
 the harness on the correct kernels; the @example(case=...) ids pin the named instance, so every scenario runs on
 every CI run whatever hypothesis draws. A `_guard` assertion checks that each pinned example really contains
 the trap (e.g. a zero point of 0, N/8 == G), so a change to the generators cannot quietly empty a regression.
-ROCm-only kernels run here as their models (or the Triton skinny path) under a simulated gfx1100 target.
+ROCm-only kernels run here as their models (or the Triton skinny path) under a simulated gfx1100 target; every
+other kernel runs for this machine's own target (detect_target: the interpreter on CPU, the device on a GPU), so
+on a GPU the regressions exercise the real Triton launch, not its model.
 """
 from __future__ import annotations
 
@@ -17,8 +19,9 @@ from conformance import registry
 from conformance.cases import Case, parse_case_id
 from conformance.config import W4A16Config
 from conformance.harness import run_case
+from conformance.runtime import kernel_device
 from conformance.strategies import m_values
-from conformance.targets import parse_target
+from conformance.targets import detect_target, parse_target
 from references import codecs
 from references.gemm import reference_gemm
 from references.generators import exact_tier_max_k, random_activations, random_canonical
@@ -35,7 +38,9 @@ def _id(text: str) -> Case:
 
 
 def _target(kernel: str):
-    return parse_target(TARGET_OF.get(kernel, "cpu"))
+    """gfx1100 (simulated) for the ROCm-only kernels, else this machine's target: on a GPU host the cpu target
+    would send Triton kernels to their model (no interpreter there) and the launch would never be tested."""
+    return parse_target(TARGET_OF[kernel]) if kernel in TARGET_OF else detect_target()
 
 
 def _weight(case: Case):
@@ -203,10 +208,21 @@ def test_symmetric_qzeros_ignored(case):
     _passes(case)
 
 
+def _runs_for_real(kernel, target, M: int, K: int) -> bool:
+    """The harness's rule (harness._execution / run_case): apply runs only where the kernel is available and not
+    modelled, and never for a simulated GPU target that is not this machine's (a ROCm kernel on a CUDA host)."""
+    if kernel.availability(target) is not None:
+        return False
+    mode = kernel.run_mode_for(M, K, target) if hasattr(kernel, "run_mode_for") else kernel.run_mode(target)
+    return mode != "model" and not (target.is_gpu and target != detect_target())
+
+
 def _run_kernel(kernel, target, ckpt, x):
+    """The kernel's output for x (on CPU): apply on this machine's kernel device where it runs for real, else
+    its model on CPU, as run_case does."""
     ops = kernel.load(ckpt)
-    if kernel.availability(target) is None and kernel.run_mode(target) != "model":
-        return kernel.apply(ops, x)
+    if _runs_for_real(kernel, target, x.shape[0], x.shape[1]):
+        return kernel.apply(ops, x.to(kernel_device())).cpu()
     return kernel.model(ops, x)
 
 
@@ -289,10 +305,14 @@ BK_AO = "w4a16/triton_w4a16_actorder/M40-N16-K512-g64-uint4-ao-fp16-compressed_t
 @example(case=_id(BK_AO))
 def test_block_k_clamped_to_group(case):
     assume(case.K > case.group_size)  # one group: nothing to straddle
-    _passes(case)
     from conformance_kernels import triton_w4a16 as tw
 
-    bk = tw.last_launch_config()["block_k"]
+    tw._LAST_LAUNCH.clear()  # a stale record of an earlier test's launch must not answer for this case
+    _passes(case)
+    launch = tw.last_launch_config()
+    assert launch, f"{case.id}: the Triton kernel never launched (ran as its model on {_target(case.kernel)})"
+    assert (launch["M"], launch["N"], launch["K"]) == (case.M, case.N, case.K), (case.id, launch)
+    bk = launch["block_k"]
     assert case.group_size % bk == 0, f"{case.id}: launched BLOCK_K={bk} straddles group_size={case.group_size}"
 
 
@@ -311,13 +331,15 @@ def test_block_k_clamp_holds_for_every_table_entry(device_kind, group):
 def test_block_k_override_is_clamped(block_k):
     """An explicit tile override with BLOCK_K 64/128 on group 32 still launches BLOCK_K <= 32, and is exact."""
     from conformance_kernels import triton_w4a16 as tw
+    from conformance_kernels._w4a16_common import to_device
 
     k = registry.get_kernel("triton_w4a16")
     w = random_canonical(256, 64, 32, "uint4", torch.float16, "exact", 95)
     x = random_activations(20, 256, torch.float16, "exact", 95)
-    o = k.load(codecs.encode(w, "gptq_v2"))
-    y = tw.launch_w4a16_gemm(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias,
-                             tiles=tw.TileConfig(32, 64, block_k))
+    dev = kernel_device()  # cuda on a GPU host: the launch takes device tensors there
+    o = to_device(k.load(codecs.encode(w, "gptq_v2")), dev)
+    y = tw.launch_w4a16_gemm(x.to(dev), o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias,
+                             tiles=tw.TileConfig(32, 64, block_k)).cpu()
     assert tw.last_launch_config()["block_k"] <= 32
     torch.testing.assert_close(y, reference_gemm(x, w).to(torch.float16), rtol=0, atol=0)
 
