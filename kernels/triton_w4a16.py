@@ -433,18 +433,15 @@ def triton_availability(target: Target) -> str | None:
     return None if here == target else f"target={target} is not this machine's device ({here})"
 
 
-@register_kernel
-class TritonW4A16(Kernel):
-    name = "triton_w4a16"
+class TritonW4A16Base(Kernel):
+    """What triton_w4a16 and triton_w4a16_actorder share (one GEMM, one operand layout); subclasses set
+    `allow_act_order` and `apply`. Not registered itself."""
     family = "w4a16"
-    priority = 10
     deterministic = True  # split-K reduces through a workspace in a fixed order, no atomics
-    gate_summary = ("cuda/rocm (upstream) and cpu (interpreter); fp16/bf16; uint4b8, uint4; "
-                    "group -1/32/64/128/256 or K; N%8==0; K%group==0; no act-order")
-    op = torch.ops.conformance.triton_w4a16_gemm.default
+    allow_act_order = False
 
     def can_implement(self, config, target: Target) -> str | None:
-        return triton_w4a16_gates(config, target, allow_act_order=False)
+        return triton_w4a16_gates(config, target, allow_act_order=self.allow_act_order)
 
     def availability(self, target: Target) -> str | None:
         return triton_availability(target)
@@ -460,13 +457,22 @@ class TritonW4A16(Kernel):
         return last_launch_config()
 
     def load(self, checkpoint, config=None) -> TritonW4A16Operands:
-        return load_triton_operands(checkpoint, allow_act_order=False)
+        return load_triton_operands(checkpoint, allow_act_order=self.allow_act_order)
+
+    def model(self, o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
+        return model_triton_operands(o, x)
+
+
+@register_kernel
+class TritonW4A16(TritonW4A16Base):
+    name = "triton_w4a16"
+    priority = 10
+    gate_summary = ("cuda/rocm (upstream) and cpu (interpreter); fp16/bf16; uint4b8, uint4; "
+                    "group -1/32/64/128/256 or K; N%8==0; K%group==0; no act-order")
+    op = torch.ops.conformance.triton_w4a16_gemm.default
 
     def apply(self, o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
         if o.perm is not None:
             raise InvalidInput("operands.perm", "set", "None (act-order operands belong to triton_w4a16_actorder)")
         o = to_device(o, x.device)
         return self.op(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias)
-
-    def model(self, o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
-        return model_triton_operands(o, x)

@@ -8,17 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from conformance.registry import Kernel, register_kernel
-from conformance.targets import Target
+from conformance.registry import register_kernel
 
-from ._w4a16_common import (
-    TritonW4A16Operands,
-    load_triton_operands,
-    model_triton_operands,
-    to_device,
-    triton_w4a16_gates,
-)
-from .triton_w4a16 import gemm_any_rank, last_launch_config, launch_w4a16_gemm, triton_availability
+from ._w4a16_common import TritonW4A16Operands, to_device
+from .triton_w4a16 import TritonW4A16Base, gemm_any_rank, launch_w4a16_gemm
 
 
 @torch.library.custom_op("conformance::triton_w4a16_actorder_gemm", mutates_args=())
@@ -39,37 +32,14 @@ def _(x, b_q, scales, qzeros, perm, group_size, zp_bias):
 
 
 @register_kernel
-class TritonW4A16ActOrder(Kernel):
+class TritonW4A16ActOrder(TritonW4A16Base):
     name = "triton_w4a16_actorder"
-    family = "w4a16"
     priority = 9
-    deterministic = True  # same GEMM as triton_w4a16 (fixed-order split-K reduction)
+    allow_act_order = True
     gate_summary = ("as triton_w4a16 but act-order accepted (K sorted by argsort(g_idx), x columns permuted); "
                     "cuda/rocm/cpu; fp16/bf16; uint4b8, uint4; group -1/32/64/128/256 or K")
     op = torch.ops.conformance.triton_w4a16_actorder_gemm.default
 
-    def can_implement(self, config, target: Target) -> str | None:
-        return triton_w4a16_gates(config, target, allow_act_order=True)
-
-    def availability(self, target: Target) -> str | None:
-        return triton_availability(target)
-
-    def dequant_dtype(self, config) -> torch.dtype:
-        return torch.float16 if config.dtype == "float16" else torch.bfloat16
-
-    def accumulate_dtype(self, config) -> torch.dtype:
-        return torch.float32
-
-    @property
-    def last_launch_config(self) -> dict:
-        return last_launch_config()
-
-    def load(self, checkpoint, config=None) -> TritonW4A16Operands:
-        return load_triton_operands(checkpoint, allow_act_order=True)
-
     def apply(self, o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
         o = to_device(o, x.device)
         return self.op(x, o.b_q, o.scales, o.qzeros, o.perm, o.group_size, o.zp_bias)
-
-    def model(self, o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
-        return model_triton_operands(o, x)
