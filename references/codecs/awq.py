@@ -8,35 +8,30 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ..errors import require
-from ..packing import INTERLEAVED, pack, unpack
+from ..packing import INTERLEAVED
 from ..weight import CanonicalWeight
-from ._checks import float_tensor, groups, int_tensor, multiple, ndim, tensors_present
+from ._checks import float_tensor, groups, int_tensor, multiple, tensors_present
+from ._packed import pack_matrix, unpack_matrix
 
 
 def pack_qweight(q: torch.Tensor) -> torch.Tensor:
     """q int32 [K, N] -> qweight int32 [K, N/8], 8 columns per word in INTERLEAVED order."""
-    q = int_tensor(ndim(q, "q", 2, "[K, N]"), "q")
-    multiple(q.shape[1], "N", 8)
-    return pack(q, dim=1, bits=4, order=INTERLEAVED)
+    return pack_matrix(q, "q", ("K", "N"), 1, INTERLEAVED)
 
 
 def unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
     """Inverse of pack_qweight: int32 [K, N/8] -> q int32 [K, N]."""
-    int_tensor(ndim(qweight, "qweight", 2, "[K, N/8]"), "qweight")
-    return unpack(qweight, dim=1, bits=4, order=INTERLEAVED)
+    return unpack_matrix(qweight, "qweight", "[K, N/8]", 1, INTERLEAVED)
 
 
 def pack_qzeros(z: torch.Tensor) -> torch.Tensor:
     """z int32 [G, N] -> qzeros int32 [G, N/8], INTERLEAVED, stored as is."""
-    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
-    multiple(z.shape[1], "N", 8)
-    return pack(z, dim=1, bits=4, order=INTERLEAVED)
+    return pack_matrix(z, "zeros", ("G", "N"), 1, INTERLEAVED)
 
 
 def unpack_qzeros(qzeros: torch.Tensor) -> torch.Tensor:
     """Inverse of pack_qzeros: int32 [G, N/8] -> z int32 [G, N]."""
-    int_tensor(ndim(qzeros, "qzeros", 2, "[G, N/8]"), "qzeros")
-    return unpack(qzeros, dim=1, bits=4, order=INTERLEAVED)
+    return unpack_matrix(qzeros, "qzeros", "[G, N/8]", 1, INTERLEAVED)
 
 
 def _require_4bit(wtype) -> None:

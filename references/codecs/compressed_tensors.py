@@ -15,39 +15,34 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ..errors import require
-from ..packing import SEQUENTIAL, pack, unpack
+from ..packing import SEQUENTIAL
 from ..weight import CanonicalWeight
 from ._checks import bits_of, float_tensor, groups, int_tensor, multiple, ndim, tensors_present
+from ._packed import pack_matrix, unpack_matrix
 
 
 def pack_weight(q: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """q int32 [K, N] -> weight_packed int32 [N, K/pf] (row n packs column n of q along K)."""
     bits_of(bits)
-    q = int_tensor(ndim(q, "q", 2, "[K, N]"), "q")
-    multiple(q.shape[0], "K", 32 // bits)
-    return pack(q.t(), dim=1, bits=bits, order=SEQUENTIAL)
+    return pack_matrix(q, "q", ("K", "N"), 0, SEQUENTIAL, bits, transpose=True)
 
 
 def unpack_weight(weight_packed: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """Inverse of pack_weight: int32 [N, K/pf] -> q int32 [K, N]."""
     bits_of(bits)
-    int_tensor(ndim(weight_packed, "weight_packed", 2, "[N, K/pf]"), "weight_packed")
-    return unpack(weight_packed, dim=1, bits=bits, order=SEQUENTIAL).t().contiguous()
+    return unpack_matrix(weight_packed, "weight_packed", "[N, K/pf]", 1, SEQUENTIAL, bits, transpose=True)
 
 
 def pack_zero_point(z: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """z int32 [G, N] -> weight_zero_point int32 [N/pf, G] (packed along N, N-major)."""
     bits_of(bits)
-    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
-    multiple(z.shape[1], "N", 32 // bits)
-    return pack(z.t(), dim=0, bits=bits, order=SEQUENTIAL)
+    return pack_matrix(z, "zeros", ("G", "N"), 1, SEQUENTIAL, bits, transpose=True)
 
 
 def unpack_zero_point(weight_zero_point: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """Inverse of pack_zero_point: int32 [N/pf, G] -> z int32 [G, N]."""
     bits_of(bits)
-    int_tensor(ndim(weight_zero_point, "weight_zero_point", 2, "[N/pf, G]"), "weight_zero_point")
-    return unpack(weight_zero_point, dim=0, bits=bits, order=SEQUENTIAL).t().contiguous()
+    return unpack_matrix(weight_zero_point, "weight_zero_point", "[N/pf, G]", 0, SEQUENTIAL, bits, transpose=True)
 
 
 def encode(weight: CanonicalWeight) -> Checkpoint:

@@ -10,9 +10,10 @@ import torch
 
 from ..checkpoint import Checkpoint
 from ..errors import InvalidInput, require
-from ..packing import SEQUENTIAL, pack, to_int32_word, unpack
+from ..packing import SEQUENTIAL, to_int32_word, unpack
 from ..weight import CanonicalWeight
 from ._checks import bits_of, float_tensor, groups, int_tensor, multiple, ndim, tensors_present
+from ._packed import pack_matrix, unpack_matrix
 
 VERSIONS = ("v1", "v2")
 V1_ZERO_POLICIES = ("refuse", "borrow")
@@ -26,16 +27,13 @@ def _ones(bits: int) -> int:
 def pack_qweight(q: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """q int32 [K, N] -> qweight int32 [K/pf, N]: row k0+j of a run at bits [bits*j, bits*(j+1))."""
     bits_of(bits)
-    q = int_tensor(ndim(q, "q", 2, "[K, N]"), "q")
-    multiple(q.shape[0], "K", 32 // bits)
-    return pack(q, dim=0, bits=bits, order=SEQUENTIAL)
+    return pack_matrix(q, "q", ("K", "N"), 0, SEQUENTIAL, bits)
 
 
 def unpack_qweight(qweight: torch.Tensor, bits: int = 4) -> torch.Tensor:
     """Inverse of pack_qweight: int32 [K/pf, N] -> q int32 [K, N]."""
     bits_of(bits)
-    int_tensor(ndim(qweight, "qweight", 2, "[K/pf, N]"), "qweight")
-    return unpack(qweight, dim=0, bits=bits, order=SEQUENTIAL)
+    return unpack_matrix(qweight, "qweight", "[K/pf, N]", 0, SEQUENTIAL, bits)
 
 
 def pack_qzeros(z: torch.Tensor, version: str = "v2", v1_zero_policy: str = "refuse", bits: int = 4) -> torch.Tensor:
@@ -50,9 +48,7 @@ def pack_qzeros(z: torch.Tensor, version: str = "v2", v1_zero_policy: str = "ref
     bits_of(bits)
     require(version in VERSIONS, "version", version, f"one of {VERSIONS}")
     require(v1_zero_policy in V1_ZERO_POLICIES, "v1_zero_policy", v1_zero_policy, f"one of {V1_ZERO_POLICIES}")
-    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
-    multiple(z.shape[1], "N", 32 // bits)
-    words = pack(z, dim=1, bits=bits, order=SEQUENTIAL)  # validates the value range
+    words = pack_matrix(z, "zeros", ("G", "N"), 1, SEQUENTIAL, bits)  # validates z and its value range
     if version == "v2":
         return words
     zero_at = (z == 0).nonzero()

@@ -10,6 +10,7 @@ import torch
 from ..errors import require
 from ..packing import INTERLEAVED, SEQUENTIAL, pack, unpack
 from ._checks import int_tensor, multiple, ndim
+from ._packed import pack_matrix, unpack_matrix
 
 
 def _q(q, field: str = "q") -> torch.Tensor:
@@ -20,41 +21,32 @@ def _q(q, field: str = "q") -> torch.Tensor:
 
 def triton_pack_qweight(q: torch.Tensor) -> torch.Tensor:
     """q int32 [K, N] -> int32 [K, N/8], 8 consecutive columns per word, column n0+j at bits 4j."""
-    q = _q(q)
-    multiple(q.shape[1], "N", 8)
-    return pack(q, dim=1, bits=4, order=SEQUENTIAL)
+    return pack_matrix(q, "q", ("K", "N"), 1, SEQUENTIAL)
 
 
 def triton_unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
     """Inverse of triton_pack_qweight: int32 [K, N/8] -> q int32 [K, N]."""
-    int_tensor(ndim(qweight, "qweight", 2, "[K, N/8]"), "qweight")
-    return unpack(qweight, dim=1, bits=4, order=SEQUENTIAL)
+    return unpack_matrix(qweight, "qweight", "[K, N/8]", 1, SEQUENTIAL)
 
 
 def pack_zeros_gn(z: torch.Tensor) -> torch.Tensor:
     """z int32 [G, N] -> int32 [G, N/8] packed along N, sequential (GPTQ/Triton zero layout)."""
-    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
-    multiple(z.shape[1], "N", 8)
-    return pack(z, dim=1, bits=4, order=SEQUENTIAL)
+    return pack_matrix(z, "zeros", ("G", "N"), 1, SEQUENTIAL)
 
 
 def unpack_zeros_gn(qzeros: torch.Tensor) -> torch.Tensor:
     """Inverse of pack_zeros_gn: int32 [G, N/8] -> z int32 [G, N]."""
-    int_tensor(ndim(qzeros, "qzeros", 2, "[G, N/8]"), "qzeros")
-    return unpack(qzeros, dim=1, bits=4, order=SEQUENTIAL)
+    return unpack_matrix(qzeros, "qzeros", "[G, N/8]", 1, SEQUENTIAL)
 
 
 def pack_zeros_ng(z: torch.Tensor) -> torch.Tensor:
     """z int32 [G, N] -> int32 [N/8, G]: packed along N, sequential, N-major (compressed-tensors layout)."""
-    z = int_tensor(ndim(z, "zeros", 2, "[G, N]"), "zeros")
-    multiple(z.shape[1], "N", 8)
-    return pack(z.t(), dim=0, bits=4, order=SEQUENTIAL)
+    return pack_matrix(z, "zeros", ("G", "N"), 1, SEQUENTIAL, transpose=True)
 
 
 def unpack_zeros_ng(qzeros: torch.Tensor) -> torch.Tensor:
     """Inverse of pack_zeros_ng: int32 [N/8, G] -> z int32 [G, N]."""
-    int_tensor(ndim(qzeros, "qzeros", 2, "[N/8, G]"), "qzeros")
-    return unpack(qzeros, dim=0, bits=4, order=SEQUENTIAL).t().contiguous()
+    return unpack_matrix(qzeros, "qzeros", "[N/8, G]", 0, SEQUENTIAL, transpose=True)
 
 
 # --- exllama / RDNA3: GPTQ [K/8, N] words, rows made sequential by g_idx, then nibbles interleaved ------
@@ -102,9 +94,7 @@ def exllama_unshuffle(qweight: torch.Tensor, q_perm: torch.Tensor | None = None)
 
 def hybrid_pack_qweight(q: torch.Tensor) -> torch.Tensor:
     """q int32 [K, N] -> int32 [N, K/8]: row n holds column n of q, 8 K-values per word, INTERLEAVED."""
-    q = _q(q)
-    multiple(q.shape[0], "K", 8)
-    return pack(q.t(), dim=1, bits=4, order=INTERLEAVED)
+    return pack_matrix(q, "q", ("K", "N"), 0, INTERLEAVED, transpose=True)
 
 
 def hybrid_unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
@@ -116,5 +106,4 @@ def hybrid_unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
         require(qweight.shape[1] % 4 == 0, "qweight.shape", tuple(qweight.shape),
                 "an int8 [N, K/2] view with K/2 a multiple of 4")
         qweight = qweight.contiguous().view(torch.int32)
-    int_tensor(qweight, "qweight")
-    return unpack(qweight, dim=1, bits=4, order=INTERLEAVED).t().contiguous()
+    return unpack_matrix(qweight, "qweight", "[N, K/8]", 1, INTERLEAVED, transpose=True)
