@@ -19,6 +19,7 @@ import torch
 from conformance import cli, registry
 from conformance.cases import parse_case_id
 from conformance.harness import run_case
+from conformance.targets import detect_target
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.unit.broken_kernels"
@@ -51,6 +52,11 @@ def broken():
     bk.unregister_all()
 
 
+# the broken kernels whose bug is in the Triton launch (the mutant kernel or its wrapper), not in the load step
+LAUNCH_BUGS = ("broken_no_block_k_clamp", "broken_bf16_dequant_via_fp16", "broken_last_n_tile_off_by_one",
+               "broken_m_tail_unwritten")
+
+
 def test_every_broken_kernel_has_a_tier(broken):
     assert set(TIER) == set(broken.BROKEN)
 
@@ -73,13 +79,14 @@ def test_suite_catches_broken_kernel(broken, name, repro, capsys):
     assert h.caught is not None, f"{name}: no failure in {h.examples} {TIER[name]}-tier examples"
     v = h.caught
     assert v.outcome in ("fail", "error") and v.replay.startswith("python -m conformance repro ")
+    assert v.run_mode != "model" or name not in LAUNCH_BUGS, f"{name}: caught only in a model run: {v.line()}"
     case = parse_case_id(v.case_id)
     assert case.kernel == name and v.replay.split()[4] == v.case_id
     assert repro(v.case_id) == 1, capsys.readouterr().out
     # the correct kernel passes every case the broken one was given, the failing one included
     base = broken.BASE[name]
-    for seen in h.verdicts:
-        ok = run_case(parse_case_id(seen.case_id).with_kernel(base), record=False)
+    for seen in h.verdicts:  # on the hunt's target (this machine's): the interpreter on CPU, the device on a GPU
+        ok = run_case(parse_case_id(seen.case_id).with_kernel(base), target=detect_target(), record=False)
         assert ok.passed, ok.line()
     assert repro(case.with_kernel(base).id) == 0, capsys.readouterr().out
 
@@ -115,12 +122,16 @@ def _pinned():
 def test_pinned_regression_fails_on_its_bug(broken, name, case_id):
     case = parse_case_id(case_id)
     assert case.kernel == broken.BASE[name], "the pinned example must belong to the broken kernel's parent"
-    v = run_case(case.with_kernel(name), record=False)
+    # this machine's target: on a GPU host a cpu target would run the parent's model, not the mutant launch
+    v = run_case(case.with_kernel(name), target=detect_target(), record=False)
     assert v.outcome in ("fail", "error"), v.line()
+    assert v.run_mode != "model" or name not in LAUNCH_BUGS, f"{name}: ran as its parent's model: {v.line()}"
 
 
-# the mutant Triton kernel with every bug switch off is the shipped kernel, bit for bit: a failure of a
-# broken kernel is its one bug, not a difference of the copy
+# the mutant Triton kernel with every bug switch off is the shipped kernel on the same tiles, bit for bit: a
+# failure of a broken kernel is its one bug, not a difference of the copy. The shipped launch is given the
+# mutant's tile entry (on CPU the interpreter table's, which it would pick anyway; on a GPU MUTANT_GPU_TILES,
+# since the shipped GPU tables take paths the copy lacks); both go through the shipped fit_tiles.
 @pytest.mark.parametrize("M,N,K,group,dtype", [
     (3, 40, 256, 32, torch.float16),     # split-K rows (M <= 16), partial N tile, 8 groups
     (33, 64, 384, 128, torch.bfloat16),  # M tail past one 64-row tile, 3 groups
@@ -129,14 +140,18 @@ def test_pinned_regression_fails_on_its_bug(broken, name, case_id):
 def test_mutant_kernel_copy_is_faithful(broken, M, N, K, group, dtype):
     from conformance_kernels import triton_w4a16 as tw
 
+    from conformance_kernels._w4a16_common import to_device
+    from conformance.runtime import kernel_device
     from references import codecs
     from references.generators import random_activations, random_canonical
 
-    k = registry.get_kernel("triton_w4a16")
+    k, dev = registry.get_kernel("triton_w4a16"), kernel_device()
     for wt in ("uint4", "uint4b8"):
         w = random_canonical(K, N, group, wt, dtype, "normal", M + N)
-        x = random_activations(M, K, dtype, "normal", M + N)
-        o = k.load(codecs.encode(w, "gptq_v2"))
-        want = tw.launch_w4a16_gemm(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias)
+        x = random_activations(M, K, dtype, "normal", M + N).to(dev)
+        o = to_device(k.load(codecs.encode(w, "gptq_v2")), dev)
+        tiles = broken.mutant_tiles(M, broken.mutant_kind(x))
+        want = tw.launch_w4a16_gemm(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias, tiles=tiles)
         got = broken.launch_mutant(x, o)
-        assert torch.equal(got.view(torch.int16), want.view(torch.int16)), (wt, M, N, K, group, dtype)
+        assert tw.last_launch_config().get("mutant"), "launch_mutant did not record its launch"
+        assert torch.equal(got.cpu().view(torch.int16), want.cpu().view(torch.int16)), (wt, M, N, K, group, dtype)

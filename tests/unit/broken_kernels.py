@@ -9,10 +9,13 @@ teardown, or the suites collected afterwards would parametrize over these kernel
 parent's gate and declared numerics, so the strategies draw exactly the parent's cases.
 
 The Triton bugs change the Triton code for real: `_mutant_gemm_kernel` is a copy of triton_w4a16's kernel on the
-path the interpreter tile table takes (PACKED_LOAD=False, USE_DOT=True, masked loads) with one constexpr flag per
-bug (all False = the shipped kernel, checked bit for bit against launch_w4a16_gemm by the proof-of-power test,
-so a change to the shipped numerics shows up there first), and `launch_mutant` is a copy of its wrapper (the
-table, fit_tiles and split-K reduction are the shipped ones) whose only optional change is the missing clamp.
+path the interpreter tile table takes (PACKED_LOAD=False, USE_DOT=True, SWAP_AB=False, masked loads) with one
+constexpr flag per bug (all False = the shipped kernel on the same tiles, checked bit for bit against
+launch_w4a16_gemm by the proof-of-power test, so a change to the shipped numerics shows up there first), and
+`launch_mutant` is a copy of its wrapper (fit_tiles and the split-K reduction are the shipped ones) whose only
+optional change is the missing clamp. It runs wherever the shipped kernel does: on CPU tensors in the interpreter
+with the shipped interpreter table, on CUDA tensors with MUTANT_GPU_TILES (the shipped GPU tables choose packed
+loads, swap_ab, the dot-free GEMV path and auto split-K, none of which this copy has).
 """
 from __future__ import annotations
 
@@ -95,8 +98,31 @@ def _mutant_gemm_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m_store[:, None] & mask_n[None, :])
 
 
+# GPU tiles for the mutant: the copied path (tl.dot, per-column weight gathers, explicit split-K), BLOCK_K 128 as in
+# the interpreter table, so BLOCK_K exceeds groups 32/64 and the missing clamp straddles them on a GPU too;
+# BLOCK_N 64 keeps the gathered [BLOCK_K, BLOCK_N] int32 word tile at 64 registers a thread (4 warps)
+MUTANT_GPU_TILES = [
+    (16, tw.TileConfig(16, 64, 128, split_k=2, num_warps=4, num_stages=2)),
+    (None, tw.TileConfig(64, 64, 128, num_warps=4, num_stages=2)),
+]
+
+
+def mutant_kind(x: torch.Tensor) -> str:
+    """'interpreter' for CPU tensors / TRITON_INTERPRET=1 (as tw.launch_w4a16_gemm decides), else 'gpu'."""
+    return "interpreter" if (x.device.type == "cpu" or tw.interpreting()) else "gpu"
+
+
+def mutant_tiles(M: int, kind: str) -> tw.TileConfig:
+    """The (unfitted) tile entry the mutant launches for M rows: the shipped interpreter table's, or on a GPU
+    MUTANT_GPU_TILES'. Passing it to tw.launch_w4a16_gemm(tiles=...) runs the shipped kernel on the same tiles."""
+    if kind == "interpreter":
+        return tw.table_tiles(M, "interpreter")
+    return next(cfg for max_m, cfg in MUTANT_GPU_TILES if max_m is None or M <= max_m)
+
+
 def fit_tiles_without_clamp(cfg: tw.TileConfig, M: int, N: int, K: int, group_size: int) -> tw.TileConfig:
     """tw.fit_tiles minus the vllm#39705 fix: BLOCK_K stays the table's, even when it straddles groups."""
+    assert cfg.use_dot and cfg.split_k >= 1, f"the mutant copies the tl.dot path with an explicit split-K, not {cfg}"
     bk = min(cfg.block_k, max(16, triton.next_power_of_2(K)))
     bm = min(cfg.block_m, max(16, triton.next_power_of_2(M)))
     bn = min(cfg.block_n, max(16, triton.next_power_of_2(N)))
@@ -120,9 +146,9 @@ def launch_mutant(x: torch.Tensor, o, *, clamp_block_k: bool = True, **bugs) -> 
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return out
-    kind = "interpreter" if (x.device.type == "cpu" or tw.interpreting()) else "gpu"
+    kind = mutant_kind(x)
     fit = tw.fit_tiles if clamp_block_k else fit_tiles_without_clamp
-    cfg = fit(tw.table_tiles(M, kind), M, N, K, group_size)
+    cfg = fit(mutant_tiles(M, kind), M, N, K, group_size)
     if clamp_block_k:
         assert tw._k_tile_fits(cfg.block_k, group_size, K), f"BLOCK_K={cfg.block_k} straddles group_size={group_size}"
     k_tiles = triton.cdiv(K, cfg.block_k)

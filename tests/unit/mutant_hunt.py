@@ -2,7 +2,10 @@
 under a profile's hypothesis settings (ci: derandomized, so the count is the same on every run), stopping at
 the first failing verdict, without shrinking.
 
-    hunt(kernel, tier, max_examples, target="cpu", profile="ci") -> Hunt
+    hunt(kernel, tier, max_examples, target=None, profile="ci") -> Hunt
+
+target None is this machine's (detect_target): the interpreter on CPU, the device on a GPU host, where a "cpu"
+target would send Triton kernels to their model (no interpreter there) and a launch bug would never run.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from hypothesis import Phase, given, settings
 from conformance import strategies
 from conformance.harness import Verdict, run_case
 from conformance.profiles import get_profile
+from conformance.targets import detect_target
 
 CAUGHT = ("fail", "error")
 
@@ -47,12 +51,14 @@ class Hunt:
                 "seconds": round(self.seconds, 2)}
 
 
-def hunt(kernel: str, tier: str, max_examples: int, target: str = "cpu", profile: str = "ci") -> Hunt:
+def hunt(kernel: str, tier: str, max_examples: int, target=None, profile: str = "ci") -> Hunt:
     """Draw up to `max_examples` cases for `kernel` (gate-accepted, `tier`) and run each; stop at the first
     fail/error. The draw sequence depends only on the profile and on this function's source (hypothesis
     derandomizes from the test function), so two kernels with the same gate see the same cases."""
     h = Hunt(kernel, tier, max_examples)
     p = get_profile(profile)
+    if target is None:
+        target = detect_target()
 
     @settings(parent=p.settings(), max_examples=max_examples, phases=[Phase.generate], database=None,
               deadline=None)
