@@ -90,15 +90,21 @@ def _quantize(xg: torch.Tensor, scales: torch.Tensor, fp8_dtype: str) -> torch.T
     return (xg / scales.unsqueeze(-1)).clamp(-fp8_max, fp8_max).to(FP8_DTYPES[fp8_dtype])
 
 
+def _group_scales_shape(t: torch.Tensor, field: str, scales: torch.Tensor, group_size: int) -> tuple:
+    """Require t's last dim a multiple of group_size and fp32 scales [*t.shape[:-1], G]; returns that shape."""
+    K = t.shape[-1]
+    require(K % group_size == 0, f"{field}.shape[-1]", K, f"a multiple of group_size={group_size}")
+    want = (*t.shape[:-1], K // group_size)
+    require(tuple(scales.shape) == want, "scales.shape", tuple(scales.shape), f"{want} ({field}.shape[:-1] + (G,))")
+    require(scales.dtype == _F32, "scales.dtype", scales.dtype, "torch.float32")
+    return want
+
+
 def fp8_quantize_with_scales(x: torch.Tensor, scales: torch.Tensor, group_size: int,
                              fp8_dtype: str = "float8_e4m3fn") -> torch.Tensor:
     """q = fp8(clamp(x / scale, -fp8_max, fp8_max)) with given fp32 scales [*x.shape[:-1], G] (saturating)."""
     _check_common(fp8_dtype, group_size, "triton")
-    K = x.shape[-1]
-    require(K % group_size == 0, "x.shape[-1]", K, f"a multiple of group_size={group_size}")
-    want = (*x.shape[:-1], K // group_size)
-    require(tuple(scales.shape) == want, "scales.shape", tuple(scales.shape), f"{want} (x.shape[:-1] + (G,))")
-    require(scales.dtype == _F32, "scales.dtype", scales.dtype, "torch.float32")
+    want = _group_scales_shape(x, "x", scales, group_size)
     xg = x.to(_F32).reshape(*want, group_size)
     return _quantize(xg, scales, fp8_dtype).reshape(x.shape)
 
@@ -136,11 +142,7 @@ def dequantize_fp8_groups(q: torch.Tensor, scales: torch.Tensor, group_size: int
     """x_hat = q * scale per group, float32 (one fp32 rounding of the exact product), shape of q."""
     require(q.dtype in FP8_DTYPES.values(), "q.dtype", q.dtype, f"one of {list(FP8_DTYPES.values())}")
     require(isinstance(group_size, int) and group_size > 0, "group_size", group_size, "a positive int")
-    K = q.shape[-1]
-    require(K % group_size == 0, "q.shape[-1]", K, f"a multiple of group_size={group_size}")
-    want = (*q.shape[:-1], K // group_size)
-    require(tuple(scales.shape) == want, "scales.shape", tuple(scales.shape), f"{want} (q.shape[:-1] + (G,))")
-    require(scales.dtype == _F32, "scales.dtype", scales.dtype, "torch.float32")
+    want = _group_scales_shape(q, "q", scales, group_size)
     qf = q.to(_F32).reshape(*want, group_size)
     return (qf * scales.unsqueeze(-1)).reshape(q.shape)
 
