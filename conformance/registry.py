@@ -65,6 +65,17 @@ class Kernel:
         """The dtype of the kernel's dot-product accumulator (tolerance model's u_acc)."""
         return torch.float32
 
+    def accumulation(self, config) -> tuple[torch.dtype, int | None, torch.dtype]:
+        """(inner_dtype, block, outer_dtype): the dot product is summed in blocks of `block` consecutive K-terms
+        (in the kernel's K order) in inner_dtype, then the ceil(K/block) block partials are each rounded to
+        outer_dtype and added in outer_dtype, in any order (atomics allowed). block None: one block spans K.
+
+        Default: (accumulate_dtype, None, accumulate_dtype), a single sum -- the tolerance model before
+        blocks existed, bit for bit. A kernel that rounds split-K partials to a narrow dtype declares it here,
+        so the statistical tier charges its few outer roundings instead of K narrow roundings."""
+        acc = self.accumulate_dtype(config)
+        return acc, None, acc
+
     def load(self, source, config=None):
         raise NotImplementedError
 

@@ -106,6 +106,11 @@ class RDNA3W4A16(Kernel):
         """fp32 within a 256-row K split; for K > 256 the splits are summed in the act dtype."""
         return torch.float32 if config.K <= SPLIT_K else act_dtype(config.dtype)
 
+    def accumulation(self, config):
+        """fp32 dot per 256-row K split (kernel's K order, q_perm-sorted with act-order), each split rounded to the
+        act dtype and atomically added in the act dtype."""
+        return torch.float32, SPLIT_K, act_dtype(config.dtype)
+
     def load(self, source, config=None):
         """Checkpoint -> RDNA3Operands (the kernel's prep: exllama shuffle, v1 zeros, act-dtype scales)."""
         codecs, ops = _codecs()
