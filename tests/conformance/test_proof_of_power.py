@@ -139,8 +139,8 @@ def test_pinned_regression_fails_on_its_bug(broken, name, case_id):
 ])
 def test_mutant_kernel_copy_is_faithful(broken, M, N, K, group, dtype):
     from conformance_kernels import triton_w4a16 as tw
-
     from conformance_kernels._w4a16_common import to_device
+
     from conformance.runtime import kernel_device
     from references import codecs
     from references.generators import random_activations, random_canonical
