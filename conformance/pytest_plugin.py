@@ -9,6 +9,8 @@ Options: --conformance-kernels, --conformance-target, --conformance-tiers, --con
 Records (conformance.results) reach the controller with each test report: the plugin attaches the
 records a test produced to its TestReport (pytest-xdist serializes report attributes), so a crashed
 worker loses at most its running test's records, and the controller merges them in arrival order.
+Each worker also reports how many records it made; the JSON report's "produced" is their sum, so a record
+lost between a worker and the merged report shows as len(records) < produced.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from collections import Counter, defaultdict
 import pytest
 
 _RECORDS_ATTR = "conformance_records"
+_PRODUCED_KEY = "conformance_produced"
 
 
 def pytest_addoption(parser):
@@ -43,6 +46,7 @@ class _State:
     def __init__(self):
         self.records: list[dict] = []  # merged (controller / single process)
         self.attached = 0  # how many of this process's results.records() went into reports
+        self.produced = 0  # records made by every process (controller + each finished worker): merge must keep all
 
 
 def _is_worker(config) -> bool:
@@ -183,26 +187,33 @@ def pytest_sessionfinish(session, exitstatus):
     st.attached += len(leftovers)
     if _is_worker(config):
         config.workeroutput[_RECORDS_ATTR] = json.dumps(leftovers)
+        config.workeroutput[_PRODUCED_KEY] = st.attached  # the controller checks its merge against this count
         return
     st.records.extend(leftovers)
+    st.produced += st.attached
     path = config.getoption("--conformance-report")
     if path:
-        write_report(path, st.records, config)
+        write_report(path, st.records, config, produced=st.produced)
 
 
 def pytest_testnodedown(node, error):
     """xdist controller: a worker's records made outside tests arrive with its workeroutput."""
-    extra = getattr(node, "workeroutput", {}).get(_RECORDS_ATTR)
+    out = getattr(node, "workeroutput", {})
+    extra = out.get(_RECORDS_ATTR)
     if extra and _STATE_HOLDER:
         _STATE_HOLDER[0].records.extend(json.loads(extra))
+    if _STATE_HOLDER:
+        _STATE_HOLDER[0].produced += out.get(_PRODUCED_KEY, 0)
 
 
-def write_report(path: str, records: list[dict], config) -> None:
-    """Atomically write {"target", "profile", "records"} JSON (write to a temp file, then rename)."""
+def write_report(path: str, records: list[dict], config, produced: int | None = None) -> None:
+    """Atomically write {"target", "profile", "selection", "records", "produced"} JSON (temp file, then rename).
+    `produced`: how many records the processes made (each worker counts its own); a sound merge has
+    len(records) == produced (fewer only when a worker crashed before reporting its count)."""
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     doc = {"target": str(_target(config)), "profile": config.getoption("--conformance-profile"),
-           "selection": ledger(config), "records": records}
+           "selection": ledger(config), "records": records, "produced": produced}
     tmp = f"{path}.tmp{os.getpid()}"
     with open(tmp, "w") as f:
         json.dump(doc, f, indent=1, default=str)

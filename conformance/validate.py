@@ -278,6 +278,7 @@ def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | N
         "summary": summary,
         "run_mode_meaning": RUN_MODE_MEANING,
         "records": records,
+        "records_produced": suite.get("produced") if suite else None,  # made by the suite's processes
         "junit": str(junit),
     }
     if try_refused:

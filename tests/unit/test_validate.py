@@ -2,6 +2,7 @@
 import json
 import os
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -34,12 +35,16 @@ def test_two_workers_lose_no_record(tmp_path):
     assert code == 0, doc.get("problem") or doc["summary"]
     saved = json.loads((tmp_path / "report.json").read_text())
     recs = saved["records"]
-    # derandomized ci profile: every (kernel, tier) test runs exactly max_examples cases, each one verdict
-    expected = len(kernels) * 2 * get_profile("ci").max_examples
-    assert len(recs) == expected and len({r["case_id"] for r in recs}) == expected
-    assert {(r["kernel"], r["check"]) for r in recs} == {(k, t) for k in kernels for t in ("exact", "statistical")}
-    cases = ET.parse(tmp_path / "junit.xml").getroot().iter("testcase")
-    assert len(list(cases)) == 4
+    # the merge keeps every record the processes made: each xdist worker reports how many it made
+    produced = saved["records_produced"]
+    assert isinstance(produced, int) and produced > 0 and len(recs) == produced
+    # each (kernel, tier) test ran: hypothesis gives it at most max_examples cases, each one verdict
+    per_test = Counter((r["kernel"], r["check"]) for r in recs)
+    assert set(per_test) == {(k, t) for k in kernels for t in ("exact", "statistical")}
+    assert all(1 <= n <= get_profile("ci").max_examples for n in per_test.values()), per_test
+    cases = list(ET.parse(tmp_path / "junit.xml").getroot().iter("testcase"))
+    # every suite test passed: a skip mid-test would cut its records short
+    assert len(cases) == 4 and all(c.find(t) is None for c in cases for t in ("failure", "error", "skipped"))
     html = (tmp_path / "report.html").read_text()
     assert "PASS: 2 kernels, 4 checks, 0 failures" in html and not list(tmp_path.glob(".*tmp*"))
     assert saved["environment"]["target"] == "cpu" and saved["coverage"]["target"] == "cpu"
