@@ -78,7 +78,32 @@ def load_profile(name: str) -> Profile:
     p = get_profile(name)
     register_hypothesis_profiles()
     settings.load_profile(p.hypothesis_profile)
+    freeze_local_constants()
     return p
+
+
+def freeze_local_constants() -> bool:
+    """Stop hypothesis from mixing literal constants of whatever local modules happen to be imported into its
+    draws. Which of our modules a process has imported depends on test order and on the xdist worker, so with
+    them the same seed could draw different cases on -n 1 and -n 2 (the suite's determinism promise). Private
+    hypothesis API (hypothesis.internal.conjecture.providers._get_local_constants, 6.13x-6.17x): patched only
+    when present; returns whether it was. The built-in constant pool (0, 1, boundaries) still applies."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        return False
+    empty = getattr(providers, "_conformance_no_local_constants", None)
+    if empty is None:
+        if not callable(getattr(providers, "_get_local_constants", None)):
+            return False
+        empty = type(providers._local_constants)(integers=type(providers._local_constants.integers)(),
+                                                 floats=type(providers._local_constants.floats)(key=providers.float_to_int),
+                                                 bytes=type(providers._local_constants.bytes)(),
+                                                 strings=type(providers._local_constants.strings)())
+        providers._conformance_no_local_constants = empty
+        providers._conformance_original_get_local_constants = providers._get_local_constants
+        providers._get_local_constants = lambda: empty
+    return True
 
 
 register_hypothesis_profiles()
