@@ -134,11 +134,11 @@ class Case:
         return Fp8QuantConfig(group_size=self.group_size, dtype=self.dtype, fp8_dtype=self.fp8_dtype,
                               ue8m0=self.ue8m0, column_major_scales=self.column_major_scales, hidden=self.hidden)
 
-    def with_kernel(self, kernel: str) -> "Case":
+    def with_kernel(self, kernel: str) -> Case:
         """The same case for another kernel (same data, same seed)."""
         return replace(self, kernel=kernel)
 
-    def replace(self, **changes) -> "Case":
+    def replace(self, **changes) -> Case:
         return replace(self, **changes)
 
     def to_dict(self) -> dict:

@@ -35,8 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from . import registry
     from references.errors import InvalidInput
+
+    from . import registry
 
     try:
         registry.load_all(args.plugin)

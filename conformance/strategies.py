@@ -101,7 +101,7 @@ def _w4a16_config(cls: tuple, K: int, N: int) -> W4A16Config:
                        N=N, K=K)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _w4a16_table(kernel_name: str, target: Target, tier: str, k_max: int, n_max: int) -> tuple:
     """((class, (K, ...)), ...) for every discrete class with at least one gate-accepted K."""
     k = registry.get_kernel(kernel_name)
@@ -153,7 +153,7 @@ def _fp8_config(cls: tuple, hidden: int) -> Fp8QuantConfig:
     return Fp8QuantConfig(group_size=g, dtype=dt, fp8_dtype=f8, ue8m0=ue, column_major_scales=cm, hidden=hidden)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _fp8_table(kernel_name: str, target: Target, hidden_max: int) -> tuple:
     k = registry.get_kernel(kernel_name)
     out = []

@@ -114,7 +114,7 @@ class CanonicalWeight:
         s = self.scales.to(torch.float64)[g]
         return ((self.q.to(torch.float64) - z) * s).to(dtype)
 
-    def equal(self, other: "CanonicalWeight") -> bool:
+    def equal(self, other: CanonicalWeight) -> bool:
         """Bit-exact equality of every field (scales compared by bits)."""
         def same(a, b):
             if a is None or b is None:

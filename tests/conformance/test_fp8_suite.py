@@ -1,9 +1,8 @@
 """The FP8 group-quant suite: every registered fp8_group_quant kernel, both tiers, on gate-accepted cases."""
 import pytest
+from _conformance_suite import check_one
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _conformance_suite import check_one
 
 
 @pytest.mark.conformance_family("fp8_group_quant")

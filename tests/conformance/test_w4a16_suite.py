@@ -1,9 +1,8 @@
 """The W4A16 suite: every registered w4a16 kernel, exact and statistical tiers, on gate-accepted cases."""
 import pytest
+from _conformance_suite import check_one
 from hypothesis import given
 from hypothesis import strategies as st
-
-from _conformance_suite import check_one
 
 
 @pytest.mark.conformance_family("w4a16")

@@ -3,7 +3,7 @@ import math
 
 import torch
 
-from conformance.tolerance import (ErrorModel, compare_exact, compare_statistical, l2_bound, unit_roundoff)
+from conformance.tolerance import ErrorModel, compare_exact, compare_statistical, l2_bound, unit_roundoff
 
 
 def _data(M, K, N, seed=0):
@@ -177,7 +177,6 @@ def test_harness_fails_truly_fp16_accumulating_rdna3():
     from conformance import registry
     from conformance.cases import parse_case_id
     from conformance.harness import run_case
-
     from tests.unit.rdna3_fp16_mutant import RDNA3Fp16Accumulator
 
     registry.unregister_kernel(RDNA3Fp16Accumulator.name)  # used as an instance only: suites must not see it
