@@ -13,7 +13,7 @@ from conformance.registry import Kernel, register_kernel
 from conformance.targets import Target
 from references.weight import CanonicalWeight
 
-from ._w4a16_common import first_refusal, gate_act_dtype
+from ._w4a16_common import first_refusal, gate_act_dtype, gate_k_multiple_of_group, gate_n_multiple_of_8
 
 
 def dequantize_act(w: CanonicalWeight, dtype: torch.dtype, device=None) -> torch.Tensor:
@@ -36,7 +36,8 @@ class TorchDequantW4A16(Kernel):
     def can_implement(self, config, target: Target) -> str | None:
         if config.family != "w4a16":
             return f"family={config.family!r} not supported (allowed: 'w4a16')"
-        return first_refusal(gate_act_dtype(config))
+        # any type, group and act-order, but only shapes a canonical weight can hold (G = K / group_size)
+        return first_refusal(gate_act_dtype(config), gate_n_multiple_of_8(config), gate_k_multiple_of_group(config))
 
     def availability(self, target: Target) -> str | None:
         if target.is_gpu:

@@ -322,3 +322,18 @@ def test_compiled_decode_after_prefill_uses_runtime_tiles():
         last = tw.last_launch_config()
         seen.append((last["M"], last["block_m"], last["split_k"]))
     assert seen == [(64, 64, 1), (1, 16, 2)]
+
+
+def test_torch_dequant_refuses_shapes_no_canonical_weight_holds():
+    """It serves any type/group/act-order, but K must be a multiple of the group and N of 8 (G = K/group)."""
+    from conformance import registry
+    from conformance.config import W4A16Config
+    from conformance.targets import CPU
+
+    k = registry.get_kernel("torch_dequant_w4a16")
+    ok = W4A16Config(weight_type="uint8", group_size=96, act_order=True, dtype="bfloat16", N=64, K=192)
+    assert k.can_implement(ok, CPU) is None
+    bad_k = W4A16Config(weight_type="uint4", group_size=96, act_order=False, dtype="float16", N=64, K=4000)
+    assert "K=4000" in k.can_implement(bad_k, CPU) and "group_size=96" in k.can_implement(bad_k, CPU)
+    bad_n = W4A16Config(weight_type="uint4", group_size=128, act_order=False, dtype="float16", N=60, K=256)
+    assert "N=60" in k.can_implement(bad_n, CPU)
