@@ -206,4 +206,5 @@ def parse_case_id(text: str) -> Case:
 
 
 EXAMPLE_ID = "w4a16/triton_w4a16/M3-N64-K256-g32-uint4-ao-fp16-gptq_v1-exact-exact-s1234"
-EXAMPLE_FP8_ID = "fp8_group_quant/fp8_group_quant_native/T5-H512-g128-bf16-e4m3fn-f32scale-rowmajor-normal-statistical-s7"
+EXAMPLE_FP8_ID = ("fp8_group_quant/fp8_group_quant_native/"
+                  "T5-H512-g128-bf16-e4m3fn-f32scale-rowmajor-normal-statistical-s7")

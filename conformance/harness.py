@@ -267,13 +267,15 @@ def _run_fp8(case: Case, k, config, mode: str, check_det: bool) -> tuple[Compari
     if problems:
         return Comparison(False, {}, "; ".join(problems)), ""
     if case.column_major_scales and case.tokens > 1 and G > 1 and tuple(col_strides) != (1, case.tokens):
-        return Comparison(False, {}, f"scales strides {tuple(col_strides)}, expected column-major (1, {case.tokens})"), ""
+        why = f"scales strides {tuple(col_strides)}, expected column-major (1, {case.tokens})"
+        return Comparison(False, {}, why), ""
     same, note = _determinism(k, mode, params, xd, out, check_det)
     if not bool(torch.isfinite(s).all()):
         return Comparison(False, {"deterministic": same}, "scales contain NaN/inf"), note
     qf = q.to(torch.float64)
     if not bool(torch.isfinite(qf).all()):
-        return Comparison(False, {"deterministic": same}, "q contains NaN/inf (unclamped cast or unwritten output)"), note
+        why = "q contains NaN/inf (unclamped cast or unwritten output)"
+        return Comparison(False, {"deterministic": same}, why), note
     # groups where UE8M0 rounding may legitimately go down (fp32 log2 at a power of two): allow ref or ref/2
     ambiguous = torch.zeros_like(s_ref, dtype=torch.bool)
     if case.ue8m0:

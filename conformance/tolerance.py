@@ -113,7 +113,8 @@ class ErrorModel:
             mag = S if R is None else torch.minimum(S, self.c * R)
             return math.sqrt(2 * P - 1) * mag
         if partials.shape[0] != P:
-            raise ValueError(f"partials.shape[0]={partials.shape[0]}; allowed: P = ceil(K={K}/block={self.block}) = {P}")
+            raise ValueError(f"partials.shape[0]={partials.shape[0]}; "
+                             f"allowed: P = ceil(K={K}/block={self.block}) = {P}")
         # T[j] bounds |sum of any j partials|; T[0] = 0
         desc = partials.sort(dim=0, descending=True).values
         top = torch.maximum(desc.clamp(min=0).cumsum(0), (-desc.flip(0)).clamp(min=0).cumsum(0))

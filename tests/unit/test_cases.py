@@ -42,7 +42,8 @@ def test_examples_parse_and_make_configs(text):
     ("fp8_group_quant/k/T5-H500-g128-bf16-e4m3fn-f32scale-rowmajor-normal-statistical-s7", "hidden", "multiple"),
     ("fp8_group_quant/k/T5-H512-g128-bf16-e5m2-f32scale-rowmajor-normal-statistical-s7", "fp8_dtype", "e4m3fnuz"),
     ("fp8_group_quant/k/T5-H512-g128-bf16-e4m3fn-pow2-rowmajor-normal-statistical-s7", "ue8m0", "f32scale"),
-    ("fp8_group_quant/k/T5-H512-g128-bf16-e4m3fn-f32scale-diag-normal-statistical-s7", "column_major_scales", "colmajor"),
+    ("fp8_group_quant/k/T5-H512-g128-bf16-e4m3fn-f32scale-diag-normal-statistical-s7", "column_major_scales",
+     "colmajor"),
 ])
 def test_bad_ids_name_field_value_and_allowed(text, field, allowed_part):
     with pytest.raises(InvalidInput) as e:
