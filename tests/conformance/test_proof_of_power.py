@@ -115,6 +115,7 @@ def _pinned():
         ("broken_v1_nibble_wise_plus_one", reg.V1_ZERO),
         ("broken_ignores_g_idx", reg.AO_V1),
         ("broken_no_block_k_clamp", reg.BK_SPLITK), ("broken_no_block_k_clamp", reg.BK_BIG_M),
+        ("broken_bf16_dequant_via_fp16", reg.BF16_EXTREME),
     ]
 
 

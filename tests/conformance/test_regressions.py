@@ -1,4 +1,5 @@
-"""Regressions that shipped (CONTRACTS.md section 3), pinned as exact-tier hypothesis @examples.
+"""Regressions that shipped (CONTRACTS.md section 3), pinned as exact-tier hypothesis @examples (statistical tier
+only where exact-tier data cannot show the bug: bf16 dequantized through fp16).
 
 Each test draws exact-tier cases from the family of configurations where the bug lived and runs them through
 the harness on the correct kernels; the @example(case=...) ids pin the named instance, so every scenario runs on
@@ -383,3 +384,27 @@ def test_act_order_refused_not_ignored(kernel_name):
     ckpt = codecs.encode(_weight(case), "gptq_v1", v1_zero_policy="borrow")
     with pytest.raises(Exception, match="g_idx"):
         k.load(ckpt)
+
+
+# ---- bf16 activations must be dequantized in bf16, not through fp16 -------------------------------------------
+# A kernel that dequantizes a bf16 layer's weights through fp16 loses every scale outside fp16's range (bf16
+# scales reach 2^-60 in the extreme_scales regime): exact-tier data (power-of-two scales inside both ranges) can
+# never see it, so this one is pinned in the statistical tier. The CI budget's random draws alone missed it
+# (docs/proof-of-power.md); the broken kernel fails this example at an error ratio of ~70.
+BF16_EXTREME = "w4a16/triton_w4a16/M5-N64-K256-g64-uint4b8-noao-bf16-gptq_v2-extreme_scales-statistical-s0"
+
+
+@given(case=st.builds(
+    lambda kernel, seed, M, wt, fmt: Case("w4a16", kernel, "extreme_scales", "statistical", seed, 64, "bfloat16",
+                                          M=M, N=64, K=256, weight_type=wt, act_order=False, format=fmt),
+    st.sampled_from(("triton_w4a16", "triton_w4a16_actorder", "torch_dequant_w4a16")), st.integers(0, 2**16),
+    st.sampled_from((1, 5, 17)), st.sampled_from(("uint4", "uint4b8")), st.sampled_from(("gptq_v2", "awq"))))
+@example(case=_id(BF16_EXTREME))
+def test_bf16_dequantized_in_bf16(case):
+    _passes(case)
+
+
+def test_bf16_example_contains_the_trap():
+    """_guard: the pinned bf16 case has scales fp16 cannot hold (below its smallest subnormal, 2^-24)."""
+    w = _weight(_id(BF16_EXTREME))
+    assert float(w.scales.float().abs().min()) < 2.0 ** -24
