@@ -20,7 +20,6 @@ import torch
 
 from .targets import Target
 
-RUN_MODES = ("device", "interpreter", "model")
 FAMILIES = ("w4a16", "fp8_group_quant")
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 
 OUTCOMES = ("pass", "fail", "skip", "error")
+RUN_MODES = ("device", "interpreter", "model")  # how a kernel ran; None when it did not run
 _lock = threading.Lock()
 _records: list[dict] = []
 
@@ -18,6 +19,8 @@ def record(kernel: str, check: str, outcome: str, *, run_mode: str | None = None
     `run_mode` says how the kernel ran ('device', 'interpreter', 'model')."""
     if outcome not in OUTCOMES:
         raise ValueError(f"outcome={outcome!r} is invalid; allowed: {OUTCOMES}")
+    if run_mode is not None and run_mode not in RUN_MODES:
+        raise ValueError(f"run_mode={run_mode!r} is invalid; allowed: {RUN_MODES} or None")
     rec = {"kernel": kernel, "check": check, "outcome": outcome, "run_mode": run_mode,
            "case_id": case_id, "metrics": metrics or {}, "detail": detail, **extra}
     with _lock:

@@ -24,10 +24,8 @@ def configure_triton() -> None:
     if "TRITON_INTERPRET" not in os.environ and not gpu_present():
         os.environ["TRITON_INTERPRET"] = "1"
     if interpreting():
-        try:
-            from . import interpreter_fixes
-        except ImportError:  # module not written yet in early development
-            return
+        from . import interpreter_fixes
+
         interpreter_fixes.apply()
 
 

@@ -30,8 +30,7 @@ class Target:
         """'gfx11' for gfx1100/gfx1151, 'gfx12' for gfx1201, 'gfx94' for gfx942; None off ROCm."""
         if self.kind != "rocm" or not self.arch:
             return None
-        digits = self.arch[3:]
-        return "gfx" + (digits[:2] if len(digits) == 4 else digits[:2])
+        return "gfx" + self.arch[3:5]
 
     @property
     def sm(self) -> int | None:

@@ -115,11 +115,16 @@ class CanonicalWeight:
         return ((self.q.to(torch.float64) - z) * s).to(dtype)
 
     def equal(self, other: CanonicalWeight) -> bool:
-        """Bit-exact equality of every field (scales compared by bits)."""
+        """Bit-exact equality of every field (scales compared by bits: -0.0 != 0.0, equal NaNs match)."""
         def same(a, b):
             if a is None or b is None:
                 return a is None and b is None
-            return a.dtype == b.dtype and a.shape == b.shape and torch.equal(a, b)
+            if a.dtype != b.dtype or a.shape != b.shape:
+                return False
+            if a.is_floating_point():  # torch.equal compares values: -0.0 == 0.0 and NaN != NaN
+                bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+                a, b = a.contiguous().view(bits), b.contiguous().view(bits)
+            return torch.equal(a, b)
         return (self.wtype == other.wtype and self.group_size == other.group_size
                 and same(self.q, other.q) and same(self.zeros, other.zeros)
                 and same(self.g_idx, other.g_idx) and same(self.scales, other.scales))

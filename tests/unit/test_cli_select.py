@@ -141,3 +141,26 @@ def test_real_process_exit_codes():
     p = subprocess.run([sys.executable, "-m", "conformance", "select", "--target", "tpu", "--weight-type", "uint4",
                         "--group-size", "128"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--target='tpu'" in p.stderr
+
+
+def test_choose_raises_listing_every_refusal():
+    """choose() never falls back silently: with nothing fitting it raises NoKernelError naming each refusal."""
+    from conformance import registry
+    from conformance.config import W4A16Config
+    from conformance.targets import parse_target
+
+    cfg = W4A16Config(weight_type="uint4", group_size=128, act_order=True, dtype="float16")
+    ks = registry.resolve_kernels("triton_w4a16,rdna3_w4a16,rdna_hybrid_w4a16")
+    with pytest.raises(registry.NoKernelError) as e:
+        registry.choose(cfg, parse_target("gfx1100"), ks)
+    msg = str(e.value)
+    assert all(f"  {k.name}: " in msg for k in ks) and len(e.value.selection.refused) == 3
+    served = registry.choose(cfg, parse_target("gfx1100"))
+    assert served.selected.name == "triton_w4a16_actorder"
+
+
+def test_record_rejects_unknown_run_mode():
+    from conformance import results
+
+    with pytest.raises(ValueError, match="run_mode='gpu'"):
+        results.record("k", "exact", "pass", run_mode="gpu")

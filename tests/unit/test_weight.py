@@ -159,3 +159,11 @@ def test_dequantize_biased_and_act_order_hand_computed():
     assert w.dequantize()[:, 0].tolist() == [28.0, -4.0, 0.5, 0.0]
     assert w.dequantize()[:, 1:].eq(0).all()
     assert w.zero_points().eq(8).all() and w.zero_points().shape == (2, 8)
+
+
+def test_equal_compares_scales_by_bits():
+    """-0.0 and 0.0 are different bits; a codec that flips a sign bit must not pass a round trip."""
+    q = torch.zeros((8, 8), dtype=torch.int32)
+    pos = CanonicalWeight(q, torch.zeros((1, 8), dtype=torch.float16), None, None, -1, "uint4b8")
+    neg = CanonicalWeight(q, -torch.zeros((1, 8), dtype=torch.float16), None, None, -1, "uint4b8")
+    assert pos.equal(pos) and not pos.equal(neg)
