@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # GPU runs of the bench and the triton_w4a16 tile sweep, everything written under $OUT.
 #
-#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | bench | bench-w4a16 | bench-fp8 | all
+#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | bench | bench-w4a16 | bench-fp8 | suite | all
+#
+# `suite` runs the conformance suite, the regressions and the GPU kernel check on the device
+# (suite.log, suite.json, kernel_check.json). A `sweep` in the same call makes the later steps use its
+# fresh table (CONFORMANCE_W4A16_TILES), not benchmarks/results/tiles_<arch>.json.
 #
 # One device command is limited to 10 minutes, so the usual plan is two calls:
 #   call 1: bash benchmarks/run_gpu.sh sweep   (smoke + sweep, ~8 min; returns sweep/tiles_sm90.json)
@@ -55,7 +59,9 @@ for M in (1, 3, 16, 33):
     ref = (x.double() @ w64).half().cuda()
     for cfg in (None, T(16, 64, 128, 4, 4, 3), T(16, 64, 128, 0, 4, 3, True), T(8, 64, 64, 2, 4, 3, True, False),
                 T(4, 128, 64, 0, 4, 3, False, False), T(64, 128, 64, 1, 4, 3, True),
-                T(16, 128, 128, 0, 4, 3, True, True, True), T(128, 128, 64, 1, 8, 3, True, True, True)):
+                T(16, 128, 128, 0, 4, 3, True, True, True), T(128, 128, 64, 1, 8, 3, True, True, True),
+                T(1, 128, 64, 0, 4, 3, True, False, False, True), T(16, 128, 128, 0, 4, 3, True, True, True, True),
+                T(64, 128, 64, 1, 4, 3, True, True, False, True), T(1, 128, 64, 1, 4, 1, True, True, False, True, True)):
         try:
             y = tw.launch_w4a16_gemm(x.cuda(), b_q, s, None, 128, 8, cfg)
             torch.cuda.synchronize()
@@ -77,12 +83,15 @@ sweep() {
     ${SWEEP_MS:+--ms $SWEEP_MS} $merge 2>&1 | tee "$OUT/sweep.log"
   echo "sweep exit: $?"
   cp "$OUT"/sweep/tiles_*.json "$OUT"/sweep/sweep_*.json "$SWEEP_KEEP"/ 2>/dev/null || true
+  fresh=$(ls "$OUT"/sweep/tiles_*.json 2>/dev/null | head -n 1)
+  [ -n "$fresh" ] && export CONFORMANCE_W4A16_TILES="$fresh"
   tail -n 20 "$OUT/sweep.log"
 }
 
 bench() {  # $1: families
   arch=$("$PY" -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"sm{m}{n}")')
-  if [ ! -f "benchmarks/results/tiles_$arch.json" ] && [ -f "$SWEEP_KEEP/tiles_$arch.json" ]; then
+  if [ -z "${CONFORMANCE_W4A16_TILES:-}" ] && [ ! -f "benchmarks/results/tiles_$arch.json" ] && \
+     [ -f "$SWEEP_KEEP/tiles_$arch.json" ]; then
     export CONFORMANCE_W4A16_TILES="$SWEEP_KEEP/tiles_$arch.json"
   fi
   echo "tile table: ${CONFORMANCE_W4A16_TILES:-benchmarks/results/tiles_$arch.json (or built-in defaults if absent)}"
@@ -94,6 +103,14 @@ bench() {  # $1: families
     "$OUT/bench/bench.md" | tail -n 40
 }
 
+suite() {
+  echo "tile table: ${CONFORMANCE_W4A16_TILES:-benchmarks/results/tiles_<arch>.json}"
+  timeout "${SUITE_TIMEOUT_S:-300}" "$PY" -m pytest tests/conformance -n 8 -q -p no:cacheprovider \
+    --conformance-report "$OUT/suite.json" 2>&1 | tail -n 60 | tee "$OUT/suite.log"
+  echo "suite exit: $?" | tee -a "$OUT/suite.log"
+  timeout 240 "$PY" benchmarks/gpu_kernel_check.py "$OUT/kernel_check.json" 2>&1 | tail -n 30 | tee -a "$OUT/suite.log"
+}
+
 smoke
 has sweep && sweep
 if has bench || has bench-w4a16 || has bench-fp8; then
@@ -101,4 +118,5 @@ if has bench || has bench-w4a16 || has bench-fp8; then
   case " $STEPS " in *" bench-w4a16 "*) fams="w4a16";; *" bench-fp8 "*) fams="fp8_group_quant";; esac
   bench "$fams"
 fi
+has suite && suite
 ls -la "$OUT" "$OUT"/* 2>/dev/null

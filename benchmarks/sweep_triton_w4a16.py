@@ -8,7 +8,8 @@ DIR/sweep_<arch>.json (every config's result, rewritten after each M so a crash 
 `--dry-run` checks the candidate lists and exact-data construction on a CPU without launching.
 
 Pruning (to fit ~6-8 minutes, most of it Triton compiles, one per distinct constexpr set):
-- candidates are hand-listed per M bucket (decode M<=16, mid 32..128, prefill >=256), ~6-12 each, not a
+- candidates (incl. `magic` dequant, and `dequant_mm` for M >= 32) are hand-listed per M bucket (decode
+  M<=16, mid 32..128, prefill >=256), ~6-12 each, not a
   full product: BLOCK_M is set by the bucket (16 for tl.dot at decode, 32-128 above), BLOCK_K in {64, 128}
   (the group is 128: larger cannot be used), split-K only at decode/mid (0 = auto: enough programs for
   2 waves of SMs; 1 = none), num_stages 2-4 and num_warps 4/8 only where the tile size calls for them;
@@ -44,29 +45,39 @@ tw = importlib.import_module("conformance_kernels.triton_w4a16")
 T = tw.TileConfig
 
 SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336)]  # (N, K)
-MS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+MS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 1024, 4096)
 GROUP, ZP_BIAS = 128, 8
 
-P, S = True, True  # packed_load, swap_ab (positional TileConfig fields 7 and 9)
-DECODE = [  # the gather reference, one packed plain dot, then swap_ab variants
-    T(16, 64, 128, 0, 4, 3), T(16, 128, 128, 0, 4, 3, P),
-    T(16, 64, 128, 0, 4, 3, P, True, S), T(16, 128, 128, 0, 4, 3, P, True, S), T(16, 128, 64, 0, 4, 4, P, True, S),
-    T(16, 256, 64, 0, 8, 3, P, True, S), T(16, 128, 128, 1, 4, 3, P, True, S), T(16, 256, 128, 0, 8, 2, P, True, S),
+P, S, MG, DM = True, True, True, True  # packed_load, swap_ab, magic, dequant_mm (TileConfig fields 7, 9, 10, 11)
+DECODE = [  # dot paths: the last measured winner without magic, then magic-dequant swap_ab variants
+    T(16, 128, 128, 0, 4, 3, P, True, S),
+    T(16, 128, 128, 0, 4, 3, P, True, S, MG), T(16, 64, 128, 0, 4, 3, P, True, S, MG),
+    T(16, 128, 64, 0, 4, 4, P, True, S, MG), T(16, 256, 64, 0, 8, 3, P, True, S, MG),
+    T(16, 64, 64, 0, 4, 4, P, True, S, MG), T(16, 128, 128, 0, 8, 3, P, True, S, MG),
 ]
-GEMV = [  # use_dot=False, M <= 4 only; BLOCK_M is fitted to next_pow2(M)
-    T(8, 64, 128, 0, 4, 3, True, False), T(8, 128, 64, 0, 4, 3, True, False), T(8, 256, 64, 0, 8, 3, True, False),
-    T(8, 128, 128, 0, 8, 2, True, False), T(8, 64, 64, 0, 4, 3, True, False), T(8, 32, 64, 0, 4, 3, True, False),
-    T(8, 128, 32, 0, 4, 4, True, False), T(8, 128, 32, 0, 8, 3, True, False), T(8, 256, 32, 0, 8, 3, True, False),
+GEMV = [  # use_dot=False, M <= 4 only; BLOCK_M is fitted to next_pow2(M); one non-magic reference
+    T(4, 256, 64, 0, 8, 3, P, False), T(4, 256, 64, 0, 8, 3, P, False, False, MG),
+    T(4, 128, 64, 0, 4, 3, P, False, False, MG), T(4, 128, 128, 0, 8, 3, P, False, False, MG),
+    T(4, 64, 128, 0, 4, 3, P, False, False, MG), T(4, 256, 32, 0, 4, 3, P, False, False, MG),
+    T(4, 512, 32, 0, 8, 3, P, False, False, MG), T(4, 64, 64, 0, 2, 4, P, False, False, MG),
+    T(4, 128, 32, 0, 4, 4, P, False, False, MG), T(4, 64, 32, 0, 2, 4, P, False, False, MG),
+]
+DEQUANT_MM = [  # dequant pass (BLOCK_K x BLOCK_N tiles) + cuBLAS
+    T(1, 128, 64, 1, 4, 1, P, True, False, MG, DM), T(1, 256, 64, 1, 8, 1, P, True, False, MG, DM),
+    T(1, 256, 32, 1, 4, 1, P, True, False, MG, DM),
 ]
 MID = [
-    T(32, 64, 64, 1, 4, 3), T(64, 128, 64, 1, 4, 3, P),
-    T(32, 128, 64, 0, 4, 3, P, True, S), T(64, 128, 64, 1, 4, 3, P, True, S), T(64, 64, 128, 0, 4, 4, P, True, S),
-    T(64, 128, 64, 1, 8, 4, P, True, S), T(128, 128, 64, 1, 8, 3, P, True, S),
+    T(64, 64, 128, 0, 4, 4, P, True, S), T(64, 64, 128, 0, 4, 4, P, True, S, MG),
+    T(32, 128, 64, 0, 4, 3, P, True, S, MG), T(64, 128, 64, 1, 4, 3, P, True, S, MG),
+    T(64, 128, 64, 1, 8, 4, P, True, S, MG), T(128, 128, 64, 1, 8, 3, P, True, S, MG),
+    *DEQUANT_MM,
 ]
 PREFILL = [
-    T(64, 128, 64, 1, 4, 3), T(128, 128, 64, 1, 8, 3, P),
-    T(64, 128, 64, 1, 4, 3, P, True, S), T(128, 128, 64, 1, 8, 3, P, True, S), T(128, 256, 64, 1, 8, 3, P, True, S),
-    T(128, 128, 128, 1, 8, 3, P, True, S), T(64, 256, 64, 1, 8, 3, P, True, S), T(128, 64, 64, 1, 4, 4, P, True, S),
+    T(128, 128, 64, 1, 8, 3, P, True, S), T(128, 128, 64, 1, 8, 3, P, True, S, MG),
+    T(128, 256, 64, 1, 8, 3, P, True, S, MG), T(128, 64, 64, 1, 4, 4, P, True, S, MG),
+    T(128, 128, 128, 1, 8, 3, P, True, S, MG), T(128, 128, 64, 1, 8, 3, P, True, False, MG),
+    T(128, 256, 64, 1, 8, 4, P, True, False, MG),
+    *DEQUANT_MM,
 ]
 GEMV_MAX_REGS = 64
 

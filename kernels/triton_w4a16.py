@@ -10,6 +10,7 @@ straddles two groups. Two variants per tile, both selectable from the table: pac
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import warnings
@@ -35,6 +36,72 @@ from ._w4a16_common import (
 
 
 @triton.jit
+def _dequant_tile(
+    b_ptr, s_ptr, z_ptr, k0, pid_n, N, K, group_size,
+    stride_bk, stride_bn, stride_sg, stride_sn, stride_zg, stride_zn,
+    ZP_BIAS: tl.constexpr, HAS_ZP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PACKED_LOAD: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
+    MAGIC: tl.constexpr, MAGIC_BITS: tl.constexpr, FP32_OUT: tl.constexpr,
+):
+    """The dequantized weight tile W[k0:k0+BLOCK_K, pid_n*BLOCK_N:+BLOCK_N] (one group: the caller keeps
+    the tile inside it). FP32_OUT=False: (q - z) * s rounded once into the act dtype (the scales' dtype),
+    the declared dequant; FP32_OUT=True: the exact fp32 product (q - z) * s, never rounded (tighter than
+    declared). MAGIC replaces the int -> float conversions (quarter-rate on NVIDIA) by bit tricks: OR-ing
+    a nibble into the mantissa of MAGIC_BITS (1024.0 in fp16, 128.0 in bf16, 2^23 in fp32) gives the
+    value MAGIC + q exactly, and (MAGIC + q) - (MAGIC + z) = q - z exactly. Out-of-range rows/columns
+    read as q = 0, z = 0, s = 0."""
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_k = offs_k < K
+    mask_n = offs_n < N
+    shift_n = (offs_n % 8) * 4  # sequential nibbles: column n sits at bits 4*(n % 8) of word n // 8
+    if PACKED_LOAD:
+        offs_w = pid_n * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)  # the words of this N tile
+        w_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_w[None, :] * stride_bn
+        if EVEN_K and EVEN_N:
+            words = tl.load(w_ptrs)
+        else:
+            words = tl.load(w_ptrs, mask=mask_k[:, None] & (offs_w < N // 8)[None, :], other=0)
+        # [BLOCK_K, BLOCK_N/8, 8] -> [BLOCK_K, BLOCK_N]: row-major reshape puts slot j of word w at
+        # column 8*w + j, the sequential nibble order of the operand contract
+        shift_j = tl.arange(0, 8) * 4
+        q = tl.reshape((words[:, :, None] >> shift_j[None, None, :]) & 0xF, (BLOCK_K, BLOCK_N))
+    else:
+        w_ptrs = b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] // 8) * stride_bn
+        if EVEN_K and EVEN_N:
+            words = tl.load(w_ptrs)
+        else:
+            words = tl.load(w_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0)
+        q = (words >> shift_n[None, :]) & 0xF
+    g = k0 // group_size
+    if EVEN_N:
+        s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn)
+    else:
+        s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
+    if HAS_ZP:
+        zw = tl.load(z_ptr + g * stride_zg + (offs_n // 8) * stride_zn, mask=mask_n, other=0)
+        z = (zw >> shift_n) & 0xF
+    else:
+        z = tl.full((BLOCK_N,), ZP_BIAS, tl.int32)
+    if FP32_OUT:
+        if MAGIC:
+            qf = (q | 0x4B000000).to(tl.float32, bitcast=True)
+            zf = (z | 0x4B000000).to(tl.float32, bitcast=True)
+            w = (qf - zf[None, :]) * s.to(tl.float32)[None, :]
+        else:
+            w = (q - z[None, :]).to(tl.float32) * s.to(tl.float32)[None, :]
+    else:
+        act_ty = s_ptr.dtype.element_ty
+        if MAGIC:
+            qh = (q | MAGIC_BITS).to(tl.int16).to(act_ty, bitcast=True)
+            zh = (z | MAGIC_BITS).to(tl.int16).to(act_ty, bitcast=True)
+            w = (qh - zh[None, :]) * s[None, :]
+        else:
+            w = (q - z[None, :]).to(act_ty) * s[None, :]
+    return w
+
+
+@triton.jit
 def _w4a16_gemm_kernel(
     a_ptr, b_ptr, s_ptr, z_ptr, c_ptr,
     M, N, K, group_size, tiles_per_split,
@@ -43,7 +110,7 @@ def _w4a16_gemm_kernel(
     ZP_BIAS: tl.constexpr, HAS_ZP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     PACKED_LOAD: tl.constexpr, USE_DOT: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
-    SWAP_AB: tl.constexpr,
+    SWAP_AB: tl.constexpr, MAGIC: tl.constexpr, MAGIC_BITS: tl.constexpr,
 ):
     """One (BLOCK_M x BLOCK_N) tile of c over the K tiles of split program_id(2).
 
@@ -52,8 +119,9 @@ def _w4a16_gemm_kernel(
     that the splits cover the K tiles exactly (every tile a program visits starts below K).
     PACKED_LOAD reads each int32 word once ([BLOCK_K, BLOCK_N/8], contiguous along N, so loads can be
     16 bytes wide) and unpacks in registers; otherwise every column gathers its own word (8x the load
-    instructions, same DRAM bytes). USE_DOT=False is the GEMV-style path for tiny M: fp32 products
-    (exact for fp16/bf16 operands) summed over K per tile, no tensor cores, BLOCK_M may be 1.
+    instructions, same DRAM bytes). USE_DOT=False is the GEMV-style path for tiny M: exact fp32
+    dequant, fp32 FMAs into a [BLOCK_M, BLOCK_K, BLOCK_N] accumulator summed over K once at the end
+    (no cross-thread reduction inside the loop), no tensor cores, BLOCK_M may be 1.
     EVEN_K / EVEN_N (K, N multiples of the block) drop the weight and scale masks: a mask whose
     constancy the compiler cannot prove splits a 16-byte load into 4-byte ones.
     """
@@ -64,48 +132,21 @@ def _w4a16_gemm_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_m = offs_m < M
     mask_n = offs_n < N
-    shift_n = (offs_n % 8) * 4  # sequential nibbles: column n sits at bits 4*(n % 8) of word n // 8
-    offs_w = pid_n * (BLOCK_N // 8) + tl.arange(0, BLOCK_N // 8)  # the words of this N tile
-    mask_w = offs_w < N // 8
-    shift_j = tl.arange(0, 8) * 4  # nibble slot j of a word holds column 8*word + j
-    act_ty = a_ptr.dtype.element_ty
     if SWAP_AB:
         acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    else:
+    elif USE_DOT:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    else:
+        acc3 = tl.zeros((BLOCK_M, BLOCK_K, BLOCK_N), dtype=tl.float32)
     for t in range(0, tiles_per_split):
         k0 = (pid_k * tiles_per_split + t) * BLOCK_K
         offs_k = k0 + tl.arange(0, BLOCK_K)
-        mask_k = offs_k < K
         a = tl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
-                    mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        if PACKED_LOAD:
-            w_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_w[None, :] * stride_bn
-            if EVEN_K and EVEN_N:
-                words = tl.load(w_ptrs)
-            else:
-                words = tl.load(w_ptrs, mask=mask_k[:, None] & mask_w[None, :], other=0)
-            # [BLOCK_K, BLOCK_N/8, 8] -> [BLOCK_K, BLOCK_N]: row-major reshape puts slot j of word w at
-            # column 8*w + j, the sequential nibble order of the operand contract
-            q = tl.reshape((words[:, :, None] >> shift_j[None, None, :]) & 0xF, (BLOCK_K, BLOCK_N))
-        else:
-            w_ptrs = b_ptr + offs_k[:, None] * stride_bk + (offs_n[None, :] // 8) * stride_bn
-            if EVEN_K and EVEN_N:
-                words = tl.load(w_ptrs)
-            else:
-                words = tl.load(w_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0)
-            q = (words >> shift_n[None, :]) & 0xF
-        g = k0 // group_size
-        if EVEN_N:
-            s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn)
-        else:
-            s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_n, other=0.0)
-        if HAS_ZP:
-            zw = tl.load(z_ptr + g * stride_zg + (offs_n // 8) * stride_zn, mask=mask_n, other=0)
-            z = (zw >> shift_n) & 0xF
-            w = (q - z[None, :]).to(act_ty) * s[None, :]
-        else:
-            w = (q - ZP_BIAS).to(act_ty) * s[None, :]
+                    mask=mask_m[:, None] & (offs_k < K)[None, :], other=0.0)
+        w = _dequant_tile(b_ptr, s_ptr, z_ptr, k0, pid_n, N, K, group_size,
+                          stride_bk, stride_bn, stride_sg, stride_sn, stride_zg, stride_zn,
+                          ZP_BIAS, HAS_ZP, BLOCK_N, BLOCK_K, PACKED_LOAD, EVEN_K, EVEN_N,
+                          MAGIC, MAGIC_BITS, not USE_DOT)
         if SWAP_AB:
             # y^T = W^T x^T: with the dequantized tile as the first operand, Triton 3.6's sm90 code
             # stores it with stmatrix/16-byte stores instead of 2-byte ones (PTX compiled offline)
@@ -113,13 +154,35 @@ def _w4a16_gemm_kernel(
         elif USE_DOT:
             acc = tl.dot(a, w, acc)
         else:
-            # w is rounded into the act dtype above (the declared dequant dtype); the upcast is exact
-            prod = a.to(tl.float32)[:, :, None] * w.to(tl.float32)[None, :, :]
-            acc += tl.sum(prod, axis=1)
+            # fp32 products of fp16/bf16 x and the fp32 weight; summed over K after the loop
+            acc3 += a.to(tl.float32)[:, :, None] * w[None, :, :]
     if SWAP_AB:
         acc = tl.trans(acc_t)
+    elif not USE_DOT:
+        acc = tl.sum(acc3, axis=1)
     c_ptrs = c_ptr + pid_k * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+@triton.jit
+def _w4a16_dequant_kernel(
+    b_ptr, s_ptr, z_ptr, w_ptr, N, K, group_size,
+    stride_bk, stride_bn, stride_sg, stride_sn, stride_zg, stride_zn, stride_wk, stride_wn,
+    ZP_BIAS: tl.constexpr, HAS_ZP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    PACKED_LOAD: tl.constexpr, EVEN_K: tl.constexpr, EVEN_N: tl.constexpr,
+    MAGIC: tl.constexpr, MAGIC_BITS: tl.constexpr,
+):
+    """w[K, N] = the weight dequantized into the act dtype (the dequant_mm path's first pass)."""
+    pid_k = tl.program_id(0)
+    pid_n = tl.program_id(1)
+    k0 = pid_k * BLOCK_K
+    w = _dequant_tile(b_ptr, s_ptr, z_ptr, k0, pid_n, N, K, group_size,
+                      stride_bk, stride_bn, stride_sg, stride_sn, stride_zg, stride_zn,
+                      ZP_BIAS, HAS_ZP, BLOCK_N, BLOCK_K, PACKED_LOAD, EVEN_K, EVEN_N, MAGIC, MAGIC_BITS, False)
+    offs_k = k0 + tl.arange(0, BLOCK_K)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    tl.store(w_ptr + offs_k[:, None] * stride_wk + offs_n[None, :] * stride_wn, w,
+             mask=(offs_k < K)[:, None] & (offs_n < N)[None, :])
 
 
 @triton.jit
@@ -144,7 +207,10 @@ class TileConfig:
     """Launch parameters; `split_k` > 1 runs the K loop in that many programs plus a reduction, 0 picks
     the split from the grid size (enough programs to fill the GPU, see fit_tiles). `packed_load` reads
     each weight word once; `use_dot=False` is the GEMV-style path for tiny M (BLOCK_M may be 1..8);
-    `swap_ab` computes y^T = W^T x^T (the dequantized weight as the dot's first operand)."""
+    `swap_ab` computes y^T = W^T x^T (the dequantized weight as the dot's first operand); `magic`
+    dequantizes with bit tricks instead of int -> float conversions (same values); `dequant_mm` is the
+    prefill path: one pass dequantizes the whole weight into the act dtype, then torch.mm (cuBLAS on a
+    GPU) multiplies with fp32 accumulation (block_m, split_k, use_dot, swap_ab unused)."""
 
     block_m: int
     block_n: int
@@ -155,6 +221,8 @@ class TileConfig:
     packed_load: bool = False
     use_dot: bool = True
     swap_ab: bool = False
+    magic: bool = False
+    dequant_mm: bool = False
 
 
 # (largest M served, tiles). The interpreter costs ~per (program x k-iteration), nearly independent
@@ -323,6 +391,8 @@ def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int, sm_count
     bm = min(cfg.block_m, max(min_m, triton.next_power_of_2(M)))
     bn = min(cfg.block_n, max(16, triton.next_power_of_2(N)))
     k_tiles = triton.cdiv(K, bk)
+    if cfg.dequant_mm:  # one dequant pass then a library GEMM: no M tiles, no K splits
+        return replace(cfg, block_m=1, block_n=bn, block_k=bk, split_k=1)
     if cfg.split_k == 0:
         sk = _auto_split(k_tiles, triton.cdiv(M, bm) * triton.cdiv(N, bn), sm_count)
     else:
@@ -368,10 +438,25 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     tiles_per_split = k_tiles // splits
     has_zp = zp_bias == 0 and qzeros is not None
     z = qzeros if has_zp else b_q  # placeholder pointer, never read when HAS_ZP is False
-    grid = (triton.cdiv(M, cfg.block_m), triton.cdiv(N, cfg.block_n), splits)
     # unmasked weight/scale loads only where every tile is in bounds (a tail read is invisible in the
     # numbers, columns and rows past the end are never stored, but can fault on a GPU)
     even_k, even_n = K % cfg.block_k == 0, N % cfg.block_n == 0
+    magic_bits = 0x6400 if x.dtype == torch.float16 else 0x4300  # 1024.0 in fp16, 128.0 in bf16
+    _LAST_LAUNCH.clear()
+    _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind, even_k=even_k, even_n=even_n)
+    if cfg.dequant_mm:
+        w = torch.empty((K, N), dtype=x.dtype, device=x.device)
+        _w4a16_dequant_kernel[(k_tiles, triton.cdiv(N, cfg.block_n))](
+            b_q, scales, z, w, N, K, group_size,
+            b_q.stride(0), b_q.stride(1), scales.stride(0), scales.stride(1), z.stride(0), z.stride(1),
+            w.stride(0), w.stride(1),
+            ZP_BIAS=zp_bias, HAS_ZP=has_zp, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+            PACKED_LOAD=cfg.packed_load, EVEN_K=even_k, EVEN_N=even_n, MAGIC=cfg.magic, MAGIC_BITS=magic_bits,
+            num_warps=cfg.num_warps, num_stages=1,
+        )
+        with fp32_gemm_reduction():
+            return torch.mm(x, w, out=out)
+    grid = (triton.cdiv(M, cfg.block_m), triton.cdiv(N, cfg.block_n), splits)
     if splits == 1:
         c, scs = out, 0
     else:
@@ -385,7 +470,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
         ZP_BIAS=zp_bias, HAS_ZP=has_zp,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         PACKED_LOAD=cfg.packed_load, USE_DOT=cfg.use_dot, EVEN_K=even_k, EVEN_N=even_n,
-        SWAP_AB=cfg.swap_ab and cfg.use_dot,
+        SWAP_AB=cfg.swap_ab and cfg.use_dot, MAGIC=cfg.magic, MAGIC_BITS=magic_bits,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
@@ -396,9 +481,22 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
             c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1),
             SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
         )
-    _LAST_LAUNCH.clear()
-    _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind, even_k=even_k, even_n=even_n)
     return out
+
+
+@contextlib.contextmanager
+def fp32_gemm_reduction():
+    """torch's default lets cuBLAS reduce fp16/bf16 split-K partials in the act dtype; the dequant_mm
+    path declares fp32 accumulation, so it is switched off around the library GEMM (host-side flags,
+    read when the GEMM is issued: graph capture sees the same choice)."""
+    m = torch.backends.cuda.matmul
+    prev = (m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction)
+    m.allow_fp16_reduced_precision_reduction = False
+    m.allow_bf16_reduced_precision_reduction = False
+    try:
+        yield
+    finally:
+        m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction = prev
 
 
 def gemm_any_rank(x: torch.Tensor, fn) -> torch.Tensor:

@@ -44,18 +44,31 @@ FAST_CASES = [
     ("gemv_m3_gather", 3, 72, 128, 64, "uint4b8", TileConfig(4, 64, 64, split_k=2, use_dot=False), (4, 2)),
     ("gemv_m5_bm8_channelwise", 5, 48, 96, -1, "uint4", TileConfig(8, 32, 128, use_dot=False, packed_load=True),
      (8, 1)),
+    ("magic_gemv_m1_zeros_splitk2", 1, 136, 256, 64, "uint4",
+     TileConfig(1, 64, 64, split_k=2, packed_load=True, use_dot=False, magic=True), (1, 2)),
+    ("magic_gemv_m3_b8_gather", 3, 72, 128, 64, "uint4b8", TileConfig(4, 64, 64, use_dot=False, magic=True),
+     (4, 1)),
+    ("magic_swap_ab_zeros_Ntail", 5, 200, 256, 64, "uint4",
+     TileConfig(16, 64, 64, split_k=2, packed_load=True, swap_ab=True, magic=True), (16, 2)),
+    ("magic_dot_b8_Mtail", 21, 64, 128, 128, "uint4b8", TileConfig(16, 32, 64, packed_load=True, magic=True),
+     (16, 1)),
+    ("dequant_mm_zeros_Ntail", 7, 200, 256, 64, "uint4", TileConfig(64, 64, 64, packed_load=True, magic=True,
+                                                                     dequant_mm=True), (1, 1)),
+    ("dequant_mm_b8_plain", 33, 64, 192, 64, "uint4b8", TileConfig(64, 32, 64, dequant_mm=True), (1, 1)),
 ]
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
 @pytest.mark.parametrize("case", FAST_CASES, ids=[c[0] for c in FAST_CASES])
-def test_fast_paths_exact(case):
+def test_fast_paths_exact(case, dtype):
     _, M, N, K, gs, wtype, tiles, (bm, sk) = case
-    args, ref = _case(M, N, K, gs, wtype)
+    args, ref = _case(M, N, K, gs, wtype, dtype)
     y = tw.launch_w4a16_gemm(*args, tiles)
     torch.testing.assert_close(y, ref, rtol=0, atol=0)
     last = tw.last_launch_config()
-    assert (last["block_m"], last["split_k"], last["packed_load"], last["use_dot"], last["swap_ab"]) == \
-        (bm, sk, tiles.packed_load, tiles.use_dot, tiles.swap_ab)
+    assert (last["block_m"], last["split_k"], last["packed_load"], last["use_dot"], last["swap_ab"], last["magic"],
+            last["dequant_mm"]) == (bm, sk, tiles.packed_load, tiles.use_dot, tiles.swap_ab, tiles.magic,
+                                    tiles.dequant_mm)
     # masks dropped only where every tile is in bounds (an out-of-bounds read never shows in y)
     assert (last["even_n"], last["even_k"]) == (N % last["block_n"] == 0, K % last["block_k"] == 0)
 
