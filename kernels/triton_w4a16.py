@@ -230,23 +230,28 @@ class TileConfig:
 # plus reduction) runs on CPU too. "gpu" is the fallback for any GPU without a measured table; a
 # measured table (benchmarks/sweep_triton_w4a16.py) is loaded under its arch key ("sm90") on first use.
 TILE_TABLE = {
+    # The interpreter mirrors the GPU paths (GEMV at M=1, magic swap_ab dot, dequant_mm) so CI runs each
+    # of them: the CI profile draws M <= 40, so dequant_mm starts at 33 here (65 on the GPU). Interpreter
+    # cost is ~per (program x k-iteration), so tiles are large; small M still splits K so the split-K
+    # reduction runs on CPU too.
     "interpreter": [
-        (16, TileConfig(16, 256, 128, split_k=2)),
-        (32, TileConfig(32, 256, 128)),
-        (None, TileConfig(64, 256, 128)),
+        (1, TileConfig(1, 256, 128, split_k=2, packed_load=True, use_dot=False)),
+        (16, TileConfig(16, 256, 128, split_k=2, packed_load=True, swap_ab=True, magic=True)),
+        (32, TileConfig(32, 256, 128, packed_load=True, swap_ab=True, magic=True)),
+        (None, TileConfig(64, 256, 128, packed_load=True, magic=True, dequant_mm=True)),
     ],
-    # The tl.dot paths measured ~2% of roofline on an H200 (triton 3.6, benchmarks/results/h200/
-    # bench_run1.md). Triton 3.6's sm90 PTX for them (compiled here, no GPU) stores the dequantized tile
-    # to shared memory 2 bytes at a time (64 st.shared.b16 per thread per K tile) before the MMA; the
-    # GEMV path keeps it in registers (16-byte global loads, FMAs, no shared round trip), so tiny M
-    # starts there; swap_ab gives the dot paths 16-byte/stmatrix stores and wgmma even at BLOCK_M 16.
-    # GEMV register budget: BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32 per thread.
+    # "gpu": any GPU without a measured table; the H200 sweep's winners (benchmarks/results/h200/
+    # run6_sweep_sm90.json). GEMV register budget: BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32
+    # per thread. Plain tl.dot paths stored the dequantized tile to shared memory 2 bytes at a time
+    # (triton 3.6 sm90 PTX); swap_ab puts it in registers as the wgmma A operand. Above M=64 the
+    # dequant pass + library GEMM beats every fused tile measured (0.9-0.98x dense at M=4096 vs 0.48x).
     "gpu": [
         (1, TileConfig(1, 256, 64, split_k=0, num_warps=8, num_stages=3, packed_load=True, use_dot=False)),
-        (4, TileConfig(4, 128, 32, split_k=0, num_warps=8, num_stages=3, packed_load=True, use_dot=False)),
-        (16, TileConfig(16, 128, 128, split_k=0, num_warps=4, num_stages=3, packed_load=True, swap_ab=True)),
-        (64, TileConfig(32, 128, 64, split_k=0, num_warps=4, num_stages=3, packed_load=True, swap_ab=True)),
-        (None, TileConfig(128, 128, 64, num_warps=8, num_stages=3, packed_load=True, swap_ab=True)),
+        (16, TileConfig(16, 256, 64, split_k=0, num_warps=8, num_stages=3, packed_load=True, swap_ab=True,
+                        magic=True)),
+        (64, TileConfig(64, 64, 128, split_k=0, num_warps=4, num_stages=4, packed_load=True, swap_ab=True,
+                        magic=True)),
+        (None, TileConfig(1, 128, 64, num_warps=4, num_stages=1, packed_load=True, magic=True, dequant_mm=True)),
     ],
 }
 TILES_ENV = "CONFORMANCE_W4A16_TILES"  # path of a tile-table JSON that overrides the recorded one
@@ -295,8 +300,8 @@ def tile_rows_from_json(doc: dict, source: str = "tile table") -> list:
                     "a power of two")
         require(cfg.block_n >= 16 and cfg.block_k >= 16, f"{source}: table[{i}] block_n/block_k",
                 (cfg.block_n, cfg.block_k), ">= 16")
-        require(not cfg.use_dot or cfg.block_m >= 16, f"{source}: table[{i}].block_m", cfg.block_m,
-                ">= 16 when use_dot (tl.dot needs 16 rows)")
+        require(not cfg.use_dot or cfg.dequant_mm or cfg.block_m >= 16, f"{source}: table[{i}].block_m",
+                cfg.block_m, ">= 16 when use_dot (tl.dot needs 16 rows; dequant_mm has no M tile)")
         require(isinstance(cfg.split_k, int) and cfg.split_k >= 0, f"{source}: table[{i}].split_k", cfg.split_k,
                 "an int >= 0 (0 = auto)")
         require(cfg.num_warps in (1, 2, 4, 8, 16), f"{source}: table[{i}].num_warps", cfg.num_warps, "1, 2, 4, 8 or 16")
