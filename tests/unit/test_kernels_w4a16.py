@@ -320,8 +320,8 @@ def test_compiled_decode_after_prefill_uses_runtime_tiles():
         x = random_activations(M, 128, torch.float16, "exact", M)
         _assert_exact(fn(x), reference_gemm(x, w).to(torch.float16))
         last = tw.last_launch_config()
-        seen.append((last["M"], last["block_m"], last["split_k"], last["use_dot"]))
-    assert seen == [(64, 64, 1, True), (1, 1, 2, False)]  # the prefill dot tile, then the GEMV path
+        seen.append((last["M"], last["block_m"], last["split_k"], last["use_dot"], last["dequant_mm"]))
+    assert seen == [(64, 1, 1, True, True), (1, 1, 2, False, False)]  # the prefill path, then the GEMV path
 
 
 def test_torch_dequant_refuses_shapes_no_canonical_weight_holds():
