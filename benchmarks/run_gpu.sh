@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # GPU runs of the bench and the triton_w4a16 tile sweep, everything written under $OUT.
 #
-#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | bench | bench-w4a16 | bench-fp8 | suite | all
+#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | sweep-fp8 | bench | bench-w4a16 | bench-fp8 | suite | all
 #
 # `suite` runs the conformance suite, the regressions and the GPU kernel check on the device
-# (suite.log, suite.json, kernel_check.json). A `sweep` in the same call makes the later steps use its
+# (suite.log, kernel_check.json; the full record goes to /tmp/suite.json). A `sweep` in the same call makes the later steps use its
 # fresh table (CONFORMANCE_W4A16_TILES), not benchmarks/results/tiles_<arch>.json.
 #
 # One device command is limited to 10 minutes, so the usual plan is two calls:
@@ -103,16 +103,22 @@ bench() {  # $1: families
     "$OUT/bench/bench.md" | tail -n 40
 }
 
+sweep_fp8() {
+  timeout 240 "$PY" benchmarks/sweep_fp8_group_quant.py "$OUT/sweep_fp8.json" 2>&1 | tee /tmp/sweep_fp8.log
+  echo "sweep-fp8 exit: $?"
+}
+
 suite() {
   echo "tile table: ${CONFORMANCE_W4A16_TILES:-benchmarks/results/tiles_<arch>.json}"
   timeout "${SUITE_TIMEOUT_S:-300}" "$PY" -m pytest tests/conformance -n 8 -q -p no:cacheprovider \
-    --conformance-report "$OUT/suite.json" 2>&1 | tail -n 60 | tee "$OUT/suite.log"
+    --conformance-report /tmp/suite.json 2>&1 | tail -n 60 | tee "$OUT/suite.log"
   echo "suite exit: $?" | tee -a "$OUT/suite.log"
   timeout 240 "$PY" benchmarks/gpu_kernel_check.py "$OUT/kernel_check.json" 2>&1 | tail -n 30 | tee -a "$OUT/suite.log"
 }
 
 smoke
 has sweep && sweep
+has sweep-fp8 && sweep_fp8
 if has bench || has bench-w4a16 || has bench-fp8; then
   fams="w4a16,fp8_group_quant"
   case " $STEPS " in *" bench-w4a16 "*) fams="w4a16";; *" bench-fp8 "*) fams="fp8_group_quant";; esac

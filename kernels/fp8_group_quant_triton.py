@@ -8,6 +8,8 @@ torch.library.custom_op with a fake that computes nothing (triton_op does not wo
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -36,27 +38,39 @@ _TILE_ELEMS = 4096  # elements per program: BLOCK_M rows x next_pow2(group)
 
 
 @triton.jit
-def _fp8_group_quant_kernel(x_ptr, q_ptr, s_ptr, M, K, stride_xm, stride_sm, stride_sg, eps, fp8_max,
+def _fp8_group_quant_kernel(x_ptr, q_ptr, s_ptr, M, K, G, stride_xm, stride_sm, stride_sg, eps, fp8_max,
                             GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
-                            UE8M0: tl.constexpr):
+                            GPP: tl.constexpr, UE8M0: tl.constexpr):
+    """BLOCK_M rows x GPP consecutive groups per program: a [BLOCK_M, GPP, BLOCK_G] tile, each row's
+    GPP * GROUP elements contiguous in memory, one scale per (row, group)."""
     pid_m = tl.program_id(0)
-    g = tl.program_id(1)
+    pid_g = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    groups = pid_g * GPP + tl.arange(0, GPP)
     cols = tl.arange(0, BLOCK_G)
     row_ok = rows < M
-    mask = row_ok[:, None] & (cols < GROUP)[None, :]
+    rg_ok = row_ok[:, None] & (groups < G)[None, :]
+    mask = rg_ok[:, :, None] & (cols < GROUP)[None, None, :]
     rows64 = rows.to(tl.int64)
-    col = g * GROUP + cols[None, :]
-    x = tl.load(x_ptr + rows64[:, None] * stride_xm + col, mask=mask, other=0.0).to(tl.float32)
-    amax = tl.max(tl.abs(x), axis=1)
+    col = groups[None, :, None] * GROUP + cols[None, None, :]
+    x = tl.load(x_ptr + rows64[:, None, None] * stride_xm + col, mask=mask, other=0.0).to(tl.float32)
+    amax = tl.max(tl.abs(x), axis=2)
     s = tl.math.div_rn(tl.maximum(amax, eps), fp8_max)  # `/` is approximate (div.full.f32) on NVIDIA GPUs
     if UE8M0:
         bits = s.to(tl.int32, bitcast=True)
         exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
         s = (exp << 23).to(tl.float32, bitcast=True)
-    q = tl.clamp(tl.math.div_rn(x, s[:, None]), -fp8_max, fp8_max)
-    tl.store(q_ptr + rows64[:, None] * K + col, q.to(q_ptr.dtype.element_ty), mask=mask)
-    tl.store(s_ptr + rows64 * stride_sm + g * stride_sg, s, mask=row_ok)
+    q = tl.clamp(tl.math.div_rn(x, s[:, :, None]), -fp8_max, fp8_max)
+    tl.store(q_ptr + rows64[:, None, None] * K + col, q.to(q_ptr.dtype.element_ty), mask=mask)
+    tl.store(s_ptr + rows64[:, None] * stride_sm + groups[None, :] * stride_sg, s, mask=rg_ok)
+
+
+@dataclass(frozen=True)
+class Fp8Tile:
+    """Rows and consecutive groups per program, and warps. Values: powers of two (GPP tails are masked)."""
+    block_m: int
+    groups_per_program: int = 1
+    num_warps: int = 4
 
 
 _last_launch: dict = {}
@@ -67,9 +81,18 @@ def last_launch_config() -> dict:
     return dict(_last_launch)
 
 
+def default_tile(M: int, G: int, block_g: int) -> Fp8Tile:
+    """~_TILE_ELEMS elements a program: up to 8 consecutive groups of a row (longer contiguous reads than
+    one group), then rows."""
+    gpp = max(1, min(8, triton.next_power_of_2(G), _TILE_ELEMS // block_g))
+    block_m = max(1, min(triton.next_power_of_2(M), _TILE_ELEMS // (block_g * gpp)))
+    return Fp8Tile(block_m, gpp, 4)
+
+
 def launch(x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_max: float, eps: float,
-           ue8m0: bool, column_major_scales: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run the kernel on x [..., K] (last dim contiguous after reshape); returns (q, scales)."""
+           ue8m0: bool, column_major_scales: bool, tile: Fp8Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Run the kernel on x [..., K] (last dim contiguous after reshape); returns (q, scales).
+    `tile` overrides default_tile (sweeps and tests)."""
     q = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
     s = empty_scales(x.shape, group_size, column_major_scales, x.device)
     if x.numel() == 0:
@@ -81,12 +104,14 @@ def launch(x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_max: fl
     M, G = x2.shape[0], K // group_size
     s2 = s if column_major_scales else s.view(M, G)
     block_g = triton.next_power_of_2(group_size)
-    block_m = max(1, min(triton.next_power_of_2(M), _TILE_ELEMS // block_g))
-    grid = (triton.cdiv(M, block_m), G)
-    _last_launch.update(grid=grid, BLOCK_M=block_m, BLOCK_G=block_g, M=M)
-    _fp8_group_quant_kernel[grid](x2, q, s2, M, K, x2.stride(0), s2.stride(0), s2.stride(1), eps, fp8_max,
-                                  GROUP=group_size, BLOCK_M=block_m, BLOCK_G=block_g, UE8M0=ue8m0,
-                                  num_warps=4)
+    t = tile or default_tile(M, G, block_g)
+    grid = (triton.cdiv(M, t.block_m), triton.cdiv(G, t.groups_per_program))
+    _last_launch.clear()
+    _last_launch.update(grid=grid, BLOCK_M=t.block_m, BLOCK_G=block_g, GPP=t.groups_per_program,
+                        num_warps=t.num_warps, M=M)
+    _fp8_group_quant_kernel[grid](x2, q, s2, M, K, G, x2.stride(0), s2.stride(0), s2.stride(1), eps, fp8_max,
+                                  GROUP=group_size, BLOCK_M=t.block_m, BLOCK_G=block_g,
+                                  GPP=t.groups_per_program, UE8M0=ue8m0, num_warps=t.num_warps)
     return q, s
 
 

@@ -91,7 +91,7 @@ def test_triton_runs_through_the_interpreter_here():
     assert interpreter_fixes.status()["applied"], interpreter_fixes.status()
 
 
-@pytest.mark.parametrize("M,block_m", [(1, 1), (3, 4), (70, 64)])
+@pytest.mark.parametrize("M,block_m", [(1, 1), (3, 4), (70, 32)])
 def test_triton_tile_follows_runtime_rows(M, block_m):
     from conformance_kernels import fp8_group_quant_triton as mod
 
@@ -100,9 +100,25 @@ def test_triton_tile_follows_runtime_rows(M, block_m):
     x = torch.randn(M, 128).bfloat16()
     q, s = kernel.apply(p, x)
     cfg = mod.last_launch_config()
-    assert cfg["BLOCK_M"] == block_m and cfg["grid"] == (-(-M // block_m), 2)
+    # both groups of a row in one program, rows up to ~4096 elements a program
+    assert (cfg["BLOCK_M"], cfg["GPP"]) == (block_m, 2) and cfg["grid"] == (-(-M // block_m), 1)
     rq, rs = fp8_group_quant_reference(x, 64)
     _assert_bits_equal(q, rq, "q")
+
+
+@pytest.mark.parametrize("tile", [(1, 1, 4), (4, 2, 4), (2, 4, 1), (8, 8, 2)], ids=lambda t: "x".join(map(str, t)))
+@pytest.mark.parametrize("column_major", [False, True], ids=["row_major_s", "col_major_s"])
+def test_triton_tiles_with_group_and_row_tails(tile, column_major):
+    """Any tile gives the reference bits: 5 groups (a tail for GPP 2/4/8), 7 rows (a tail for BLOCK_M 4/8)."""
+    from conformance_kernels import fp8_group_quant_triton as mod
+
+    x = torch.randn(7, 5 * 32, generator=torch.Generator().manual_seed(1)).bfloat16()
+    x[2, 32:64] = 0  # an all-zero group
+    q, s = mod.launch(x, 32, torch.float8_e4m3fn, 448.0, 1e-10, False, column_major, mod.Fp8Tile(*tile))
+    assert mod.last_launch_config()["GPP"] == tile[1]
+    rq, rs = fp8_group_quant_reference(x, 32)
+    _assert_bits_equal(q, rq, "q")
+    _assert_bits_equal(s.contiguous(), rs, "s")
 
 
 @pytest.mark.parametrize("name", ["fp8_group_quant_triton", "fp8_group_quant_native"])
