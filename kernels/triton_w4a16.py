@@ -5,8 +5,12 @@ act dtype, accumulated in fp32. Split-K uses an fp32 workspace and a second pass
 splits in a fixed order, so results are deterministic (no atomics). Tiles come from a small table
 keyed by the device kind (interpreter, gpu, or a measured arch table such as sm90 loaded from
 benchmarks/results/tiles_sm90.json) and the runtime M; BLOCK_K is clamped so one K tile never
-straddles two groups. Two variants per tile, both selectable from the table: packed weight loads
-(each int32 word read once, contiguous along N) and a dot-free GEMV-style path for tiny M.
+straddles two groups. Paths, all selectable from the table: packed weight loads (each int32 word read
+once, contiguous along N); a dot-free GEMV-style path for tiny M (exact fp32 dequant, tighter than the
+declared act-dtype dequant); swap_ab (the dequantized tile as the wgmma register operand); `magic`
+dequant (bit tricks instead of int -> float conversions, same values); and `dequant_mm` for large M,
+which dequantizes the whole weight into a transient [K, N] act-dtype buffer (2*K*N bytes per call)
+and hands it to torch.mm (cuBLAS/hipBLAS) with fp32 reduction forced.
 """
 from __future__ import annotations
 
