@@ -300,6 +300,30 @@ class Gate:
     metrics: dict = field(default_factory=dict)
 
 
+def plain_dequant_matmul(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, group_size: int,
+                         zp_bias: int) -> torch.Tensor:
+    """The issue's "plain dequant + matmul" baseline, as a user writes it in torch: unpack the Triton
+    operand b_q int32 [K, N/8] (sequential nibbles) with shifts and masks, (q - bias) * s in the act dtype,
+    then x @ W in the act dtype (the library GEMM, default reduction flags). Symmetric types only."""
+    K = b_q.shape[0]
+    shifts = torch.arange(0, 32, 4, device=b_q.device, dtype=torch.int32)
+    q = ((b_q.unsqueeze(-1) >> shifts) & 0xF).reshape(K, -1)
+    w = (q - zp_bias).to(x.dtype) * scales.repeat_interleave(group_size, dim=0)
+    return x @ w
+
+
+class PlainDequantDeclared:
+    """Declared numerics of plain_dequant_matmul for the correctness gate: W rounded once into the act
+    dtype; the act-dtype GEMM may reduce in the act dtype (torch's default allows it on CUDA), so the
+    accumulation is declared in the act dtype: the gate is looser than for fp32-accumulating kernels."""
+
+    def dequant_dtype(self, config) -> torch.dtype:
+        return getattr(torch, config.dtype)
+
+    def accumulation(self, config):
+        return getattr(torch, config.dtype), None, None
+
+
 def gate_w4a16(kernel, config, y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, R: torch.Tensor,
                K: int, act: torch.dtype) -> Gate:
     """The statistical tier: |y - y_ref| / tol <= 1 everywhere with the kernel's declared numerics."""

@@ -164,7 +164,9 @@ def _timed_row(row: dict, timer, calls_graph, calls_eager, nbytes: int, flops: f
 
 def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, compile_rows) -> None:
     from references import codecs
+    from references.codecs import operands as codec_ops
     from references.generators import random_activations, random_canonical
+    from references.scalar_types import scalar_type
 
     from .tolerance import l2_bound
 
@@ -195,10 +197,16 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
         w16 = (torch.randn((K, N), generator=gen) * 0.02).to(act).to(device)
         n_sets = bench.rotation_sets(w16.numel() * w16.element_size(), l2)
         dense = [w16] + [w16.clone() for _ in range(n_sets - 1)]
-    compiled_dequant = None
-    if "compile" in opts.baselines and "torch_dequant_w4a16" in loaded:
-        kd, sets = loaded["torch_dequant_w4a16"]
-        compiled_dequant = [torch.compile(lambda x, o=o: kd.apply(o, x), dynamic=True) for o in sets[:1]]
+    plain = []  # (row name, fn) of the plain-torch dequant + matmul baseline and its torch.compile
+    if "compile" in opts.baselines:
+        b_q = codec_ops.triton_pack_qweight(w.q).to(device)
+        n_sets = bench.rotation_sets(b_q.numel() * 4 + w.scales.numel() * 2, l2)
+        psets = [(b_q, w.scales.to(device))]
+        psets += [(t[0].clone(), t[1].clone()) for t in psets * (n_sets - 1)]
+        bias = scalar_type(W4A16_WTYPE).bias
+        compiled = torch.compile(bench.plain_dequant_matmul, dynamic=True)  # one compile per shape, any M
+        plain = [(name, [lambda xx, o=o, f=f: f(xx, o[0], o[1], bench.W4A16_GROUP, bias) for o in psets])
+                 for name, f in (("dequant_matmul", bench.plain_dequant_matmul), ("dequant_matmul+compile", compiled))]
 
     for M in ms:
         x = random_activations(M, K, act, "normal", opts.seed + M).to(device)
@@ -240,13 +248,13 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
             calls = [lambda wd=wd, xx=xx: torch.matmul(xx, wd) for wd, xx in zip(dense, xl)]
             row = _row("w4a16", f"dense_{opts.dtype}", shape.name, M, N, K, "ok", baseline=True)
             rows.append(_timed_row(row, timer, calls, calls, bench.dense_bytes(M, N, K), flops, ceil))
-        if compiled_dequant is not None:
-            row = _row("w4a16", "torch_dequant_w4a16+compile", shape.name, M, N, K, "ok", baseline=True)
+        for name, fns in plain:
+            row = _row("w4a16", name, shape.name, M, N, K, "ok", baseline=True)
             try:
-                yc = compiled_dequant[0](x)
-                gate = bench.gate_w4a16(loaded["torch_dequant_w4a16"][0], config, yc, y_ref, S, R, K, act)
+                gate = bench.gate_w4a16(bench.PlainDequantDeclared(), config, fns[0](x), y_ref, S, R, K, act)
+                row.update(gate=gate.detail, gate_metrics=gate.metrics)
                 if gate.ok:
-                    calls = [lambda x=x: compiled_dequant[0](x)]
+                    calls = [lambda f=f, xx=xx: f(xx) for f, xx in zip(fns, xs(len(fns)))]
                     rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
                 else:
                     rows.append(dict(row, status="wrong", detail=gate.detail))

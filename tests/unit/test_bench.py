@@ -261,3 +261,34 @@ def test_slow_calls_get_fewer_repetitions_but_never_too_few():
     assert bench.CudaTimer._reps(50, 1e-4) == 50
     assert bench.CudaTimer._reps(50, bench.TIME_BUDGET_S / 10) == 10
     assert bench.CudaTimer._reps(50, 10.0) == bench.MIN_REPS
+
+
+def test_plain_dequant_matmul_baseline_is_the_weight_it_claims():
+    """The issue's plain-torch baseline unpacks the Triton operand exactly (exact-tier data: bit-exact)."""
+    from references.codecs import operands as codec_ops
+    from references.gemm import reference_gemm
+    from references.generators import random_activations, random_canonical
+
+    w = random_canonical(256, 64, 64, "uint4b8", torch.float16, "exact", 5)
+    x = random_activations(3, 256, torch.float16, "exact", 6)
+    y = bench.plain_dequant_matmul(x, codec_ops.triton_pack_qweight(w.q), w.scales, 64, 8)
+    assert torch.equal(y, reference_gemm(x, w).to(torch.float16))
+
+
+def test_compile_baseline_rows_are_gated_and_timed():
+    """`--baselines compile` adds dequant_matmul (plain torch) and dequant_matmul+compile, both gated first."""
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",)), device="cpu",
+                           timer=FakeTimer(10.0), ceilings=CEIL)
+    rows = {r["kernel"]: r for r in report["rows"]}
+    for name in ("dequant_matmul", "dequant_matmul+compile"):
+        r = rows[name]
+        assert r["status"] == "ok" and r["baseline"] and r["gate_metrics"]["max_ratio"] <= 1 and r["graph_us"], r
+
+
+def test_a_wrong_plain_baseline_is_reported_wrong(monkeypatch):
+    real = bench.plain_dequant_matmul
+    monkeypatch.setattr(bench, "plain_dequant_matmul", lambda x, b, s, g, z: real(x, b, s, g, z - 1))
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",)), device="cpu",
+                           timer=FakeTimer(10.0), ceilings=CEIL)
+    rows = {r["kernel"]: r for r in report["rows"]}
+    assert rows["dequant_matmul"]["status"] == "wrong" and rows["dequant_matmul+compile"]["status"] == "wrong"
