@@ -28,8 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--fp8-tokens", default=",".join(map(str, (1, 16, 128, 1024, 4096, 8192))), metavar="T,...",
                         help="fp8 group-quant token counts, hidden 7168, group 128, bf16 in (default: %(default)s)")
     parser.add_argument("--baselines", default="dense,compile", metavar="B,...",
-                        help="dense (fp16 torch.matmul) and/or compile (W4A16: dequant_matmul, the plain-torch unpack + "
-                             "dequant + matmul, and its torch.compile; fp8: torch.compile of the native route); "
+                        help="dense (fp16 torch.matmul) and/or compile (W4A16: dequant_matmul, the plain-torch "
+                             "unpack + dequant + matmul, and its torch.compile; fp8: torch.compile of the native "
+                             "route); "
                              "'none' for neither (default: %(default)s)")
     parser.add_argument("--no-compile-boundary", action="store_true",
                         help="skip timing custom ops compiled at prefill M and called at decode M")
