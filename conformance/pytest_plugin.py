@@ -1,7 +1,8 @@
 """The conformance pytest plugin: options, kernel loading, parametrization, fixtures, summary and reports.
 
 Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile,
---conformance-case, --conformance-report, --conformance-plugin. Tests ask for the fixtures
+--conformance-case, --conformance-report, --conformance-plugin; --conformance-kernels and --conformance-case
+also deselect tests parametrized by another kernel (`kernel` / `kernel_name` parameters). Tests ask for the fixtures
 `conformance_kernel_name` (parametrized, sorted, over the kernels of the family named by the
 `conformance_family("...")` marker), `conformance_tier` (parametrized over --conformance-tiers),
 `conformance_target`, `conformance_profile` and `conformance_case` (the --conformance-case Case or None).
@@ -118,6 +119,27 @@ def pytest_generate_tests(metafunc):
         if case is not None:
             tiers = [t for t in tiers if t == case.tier]
         metafunc.parametrize("conformance_tier", tiers, ids=tiers)
+
+
+KERNEL_PARAMS = ("kernel", "kernel_name")  # parameter names that carry one registered kernel (object or name)
+
+
+def pytest_collection_modifyitems(config, items):
+    """--conformance-kernels (and --conformance-case) also narrow tests parametrized over kernels outside
+    the suite fixtures (contract checks: `kernel`; regressions: `kernel_name`): other kernels are deselected."""
+    from .registry import Kernel
+
+    if not (config.getoption("--conformance-kernels") or _replay_case(config) is not None):
+        return
+    wanted = {name for fam in ("w4a16", "fp8_group_quant") for name in kernel_names(config, fam)}
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        names = [v.name if isinstance(v, Kernel) else v for k, v in params.items() if k in KERNEL_PARAMS]
+        (drop if any(isinstance(n, str) and n not in wanted for n in names) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 @pytest.fixture(scope="session")

@@ -41,3 +41,35 @@ def test_report_merges_every_worker_record(tmp_path):
     assert "conformance summary" in out and "selection ledger" in out
     assert "FAIL case-0-0 [model]" in out
 
+
+
+KERNEL_PARAM_FILE = '''
+import pytest
+from conformance import registry
+
+registry.load_all()
+
+@pytest.mark.parametrize("kernel", registry.all_kernels(), ids=lambda k: k.name)
+def test_by_object(kernel):
+    pass
+
+@pytest.mark.parametrize("kernel_name", ["triton_w4a16", "rdna3_w4a16"])
+def test_by_name(kernel_name):
+    pass
+
+def test_unparametrized():
+    pass
+'''
+
+
+def test_kernel_selection_narrows_kernel_parametrized_tests(tmp_path):
+    """--conformance-kernels deselects contract-style tests (a `kernel` or `kernel_name` parameter) of other
+    kernels; tests without such a parameter stay."""
+    (tmp_path / "test_kp.py").write_text(KERNEL_PARAM_FILE)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q", "--collect-only",
+                        "-p", "no:cacheprovider", "--conformance-kernels", "triton_w4a16", "test_kp.py"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    ids = sorted(line.split("::")[1] for line in p.stdout.splitlines() if "::" in line)
+    assert ids == ["test_by_name[triton_w4a16]", "test_by_object[triton_w4a16]", "test_unparametrized"], p.stdout
