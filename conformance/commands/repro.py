@@ -1,12 +1,15 @@
 """`repro CASE_ID [--target T]`: run exactly one case; exit 0 pass, 1 fail, 125 cannot run here, 2 bad id.
 
 Exit codes follow `git bisect run`: 125 tells bisect to skip a commit where the case cannot run (the
-kernel is unavailable and has no model, or its gate refuses the case on this target).
+kernel is unavailable and has no model, its gate refuses the case on this target, or no kernel of that
+name is registered at this commit: bisecting across a kernel's introduction must skip the commits before
+it, not blame them). 2 is a malformed id or target (the same at every commit: fix the command).
 """
 from __future__ import annotations
 
 NAME = "repro"
-HELP = "replay one case id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here, 2 bad id"
+HELP = ("replay one case id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here (incl. kernel "
+        "not registered at this commit), 2 bad id")
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_ID, EXIT_CANNOT_RUN = 0, 1, 2, 125
 
@@ -26,7 +29,11 @@ def run(args) -> int:
 
     case = parse_case_id(args.case_id)  # InvalidInput -> exit 2 in cli.main
     target = parse_target(args.target)
-    kernel = registry.get_kernel(case.kernel)  # RegistryError -> exit 2
+    try:
+        kernel = registry.get_kernel(case.kernel)
+    except registry.RegistryError as e:
+        print(f"SKIP {case.id} -- cannot judge at this commit: {e}")
+        return EXIT_CANNOT_RUN
     v = run_case(case, kernel, target, check_determinism=not args.no_determinism)
     print(v.line())
     if v.metrics:

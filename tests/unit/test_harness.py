@@ -137,7 +137,7 @@ def test_nondeterminism_is_caught(kernels):
     (EXACT.format(k="rdna3_w4a16"), 125),  # gate refuses on cpu
     (EXACT.format(k="test_no_device_no_model"), 125),  # cannot run, no model
     ("w4a16/torch_dequant_w4a16/M3-N15-K64-g32-uint4-noao-fp16-gptq_v2-exact-exact-s7", 2),
-    (EXACT.format(k="no_such_kernel"), 2),
+    (EXACT.format(k="no_such_kernel"), 125),  # not registered at this commit: bisect must skip, not blame
 ])
 def test_repro_exit_codes(kernels, capsys, case_id, code):
     assert main(["repro", case_id, "--target", "cpu"]) == code
@@ -146,3 +146,5 @@ def test_repro_exit_codes(kernels, capsys, case_id, code):
         assert "error:" in out.err
     else:
         assert case_id in out.out
+    if "no_such_kernel" in case_id:
+        assert "not registered" in out.out and "torch_dequant_w4a16" in out.out  # names what is registered
