@@ -171,3 +171,19 @@ def test_gpu_kind_uses_a_measured_table_and_warns_on_a_bad_one(tmp_path, monkeyp
     _fake_sm90(monkeypatch)
     monkeypatch.setenv(tw.TILES_ENV, str(tmp_path / "none.json"))
     assert tw.gpu_tile_kind(torch.device("cuda")) == "gpu"
+
+
+def test_ci_profile_reaches_every_gpu_path_in_the_interpreter_table():
+    """CI runs only the interpreter table: every path the GPU table uses (GEMV, magic swap_ab dot,
+    dequant_mm) must be picked for some M the CI profile draws, or CI stops testing it."""
+    from conformance.profiles import get_profile
+
+    m_max = get_profile("ci").m_max
+
+    def path(cfg):
+        return "dequant_mm" if cfg.dequant_mm else "gemv" if not cfg.use_dot else "dot"
+
+    measured = tw.tile_rows_from_json(json.loads((tw.TILES_DIR / "tiles_sm90.json").read_text()), "tiles_sm90")
+    gpu_paths = {(path(c), c.magic, c.swap_ab) for _, c in tw.TILE_TABLE["gpu"] + measured}
+    ci_paths = {(path(c), c.magic, c.swap_ab) for c in (tw.table_tiles(m, "interpreter") for m in range(1, m_max + 1))}
+    assert gpu_paths <= ci_paths, sorted(gpu_paths - ci_paths)
