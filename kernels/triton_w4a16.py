@@ -497,7 +497,9 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
 def fp32_gemm_reduction():
     """torch's default lets cuBLAS reduce fp16/bf16 split-K partials in the act dtype; the dequant_mm
     path declares fp32 accumulation, so it is switched off around the library GEMM (host-side flags,
-    read when the GEMM is issued: graph capture sees the same choice)."""
+    read when the GEMM is issued: graph capture sees the same choice). The flags are process-global: a
+    GEMM another thread issues meanwhile also runs without reduced-precision reduction (only more
+    precise, never less)."""
     m = torch.backends.cuda.matmul
     prev = (m.allow_fp16_reduced_precision_reduction, m.allow_bf16_reduced_precision_reduction)
     m.allow_fp16_reduced_precision_reduction = False
