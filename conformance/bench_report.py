@@ -15,6 +15,18 @@ FP8_BIG_TOKENS = 8192
 FP8_COPY_FRACTION = 0.85
 
 
+def tile_path(t: dict | None) -> str:
+    """A W4A16 launch config in a few words: path, blocks (MxNxK), split-K; '' when the row has none."""
+    if not t:
+        return ""
+    if t.get("dequant_mm"):
+        return f"dequant_mm {t.get('block_k')}x{t.get('block_n')}"
+    name = "gemv" if not t.get("use_dot", True) else "swap_ab" if t.get("swap_ab") else "dot"
+    magic = "+magic" if t.get("magic") else ""
+    split = f" sk{t['split_k']}" if t.get("split_k", 1) != 1 else ""
+    return f"{name}{magic} {t.get('block_m')}x{t.get('block_n')}x{t.get('block_k')}{split}"
+
+
 def _ok_rows(report, family=None):
     return [r for r in report["rows"] if r.get("status") == "ok" and r.get("graph_us")
             and (family is None or r["family"] == family)]
@@ -92,12 +104,13 @@ def render_markdown(report: dict) -> str:
         if not rows:
             continue
         lines += [f"## {fam}", "", f"| shape | {mlabel} | kernel | status | graph us | eager us | roofline us | "
-                                   "of roofline | x dense |", "|---|---:|---|---|---:|---:|---:|---:|---:|"]
+                                   "of roofline | x dense | path |", "|---|---:|---|---|---:|---:|---:|---:|---:|---|"]
         for r in sorted(rows, key=lambda r: (r.get("shape") or "", r.get("M") or 0, r["kernel"])):
             status = r["status"] if r["status"] == "ok" else f"**{r['status']}**"
             lines.append(f"| {r.get('shape', '')} | {_fmt(r.get('M'))} | {r['kernel']} | {status} | "
                          f"{_fmt(r.get('graph_us'))} | {_fmt(r.get('eager_us'))} | {_fmt(r.get('roofline_us'))} | "
-                         f"{_fmt(r.get('roofline_frac'), 2)} | {_fmt(r.get('speedup_vs_dense'), 2)} |")
+                         f"{_fmt(r.get('roofline_frac'), 2)} | {_fmt(r.get('speedup_vs_dense'), 2)} | "
+                         f"{tile_path(r.get('tiles'))} |")
         lines.append("")
         notes = [r for r in rows if r["status"] != "ok"]
         if notes:

@@ -292,3 +292,19 @@ def test_a_wrong_plain_baseline_is_reported_wrong(monkeypatch):
                            timer=FakeTimer(10.0), ceilings=CEIL)
     rows = {r["kernel"]: r for r in report["rows"]}
     assert rows["dequant_matmul"]["status"] == "wrong" and rows["dequant_matmul+compile"]["status"] == "wrong"
+
+
+def test_markdown_names_each_launch_path():
+    """The table's path column says which kernel path served the row (the figures differ by path)."""
+    from conformance.bench_report import tile_path
+
+    assert tile_path({"dequant_mm": True, "block_k": 64, "block_n": 128}) == "dequant_mm 64x128"
+    assert tile_path({"use_dot": False, "block_m": 1, "block_n": 256, "block_k": 64, "split_k": 8}) == \
+        "gemv 1x256x64 sk8"
+    assert tile_path({"use_dot": True, "swap_ab": True, "magic": True, "block_m": 16, "block_n": 256,
+                      "block_k": 64, "split_k": 1}) == "swap_ab+magic 16x256x64"
+    assert tile_path(None) == ""
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,)), device="cpu", timer=FakeTimer(10.0),
+                           ceilings=CEIL)
+    row = next(line for line in bench_report.render_markdown(report).splitlines() if "| triton_w4a16 | ok |" in line)
+    assert row.rstrip().endswith("| gemv 1x64x128 sk2 |"), row
