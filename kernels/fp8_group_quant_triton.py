@@ -15,6 +15,7 @@ import triton
 import triton.language as tl
 
 from conformance.registry import Kernel, register_kernel
+from conformance.runtime import cdiv, next_power_of_2
 from conformance.targets import Target
 
 from ._fp8_common import (
@@ -87,9 +88,9 @@ def default_tile(M: int, G: int, block_g: int) -> Fp8Tile:
     then 8 rows x 4 groups (~_TILE_ELEMS elements); each within 3% of the best of 16 tiles there and
     faster than torch.compile of the plain-torch route at every token count measured (1..8192)."""
     if M <= 2048:
-        gpp = max(1, min(triton.next_power_of_2(G), 1024 // block_g))
+        gpp = max(1, min(next_power_of_2(G), 1024 // block_g))
         return Fp8Tile(1 if M <= 256 else 2, gpp, 4)
-    gpp = max(1, min(triton.next_power_of_2(G), _TILE_ELEMS // (8 * block_g)))
+    gpp = max(1, min(next_power_of_2(G), _TILE_ELEMS // (8 * block_g)))
     return Fp8Tile(max(1, min(8, _TILE_ELEMS // (gpp * block_g))), gpp, 4)
 
 
@@ -107,9 +108,9 @@ def launch(x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_max: fl
         x2 = x2.contiguous()
     M, G = x2.shape[0], K // group_size
     s2 = s if column_major_scales else s.view(M, G)
-    block_g = triton.next_power_of_2(group_size)
+    block_g = next_power_of_2(group_size)
     t = tile or default_tile(M, G, block_g)
-    grid = (triton.cdiv(M, t.block_m), triton.cdiv(G, t.groups_per_program))
+    grid = (cdiv(M, t.block_m), cdiv(G, t.groups_per_program))
     _last_launch.clear()
     _last_launch.update(grid=grid, BLOCK_M=t.block_m, BLOCK_G=block_g, GPP=t.groups_per_program,
                         num_warps=t.num_warps, M=M)

@@ -15,6 +15,7 @@ and hands it to torch.mm (cuBLAS/hipBLAS) with fp32 reduction forced.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import warnings
@@ -26,7 +27,7 @@ import triton
 import triton.language as tl
 
 from conformance.registry import Kernel, register_kernel
-from conformance.runtime import interpreting
+from conformance.runtime import cdiv, interpreting, next_power_of_2
 from conformance.targets import Target
 from references.errors import InvalidInput, require
 
@@ -267,12 +268,13 @@ _tried_arch: set[str] = set()
 _arch_by_index: dict = {}
 _sm_counts: dict = {}
 
-_LAST_LAUNCH: dict = {}
+_LAST_LAUNCH: dict = {}  # {"cfg": TileConfig, "M": ..., ...}: flattened only when asked (asdict costs ~10 us)
 
 
 def last_launch_config() -> dict:
     """The tile configuration (and M, N, K) of the last launch in this process; {} before any."""
-    return dict(_LAST_LAUNCH)
+    extra = {k: v for k, v in _LAST_LAUNCH.items() if k != "cfg"}
+    return {**asdict(_LAST_LAUNCH["cfg"]), **extra} if "cfg" in _LAST_LAUNCH else extra
 
 
 def _pow2_floor(v: int) -> int:
@@ -383,6 +385,7 @@ def _auto_split(k_tiles: int, programs_mn: int, sm_count: int) -> int:
     return divisors[-1]
 
 
+@functools.lru_cache(maxsize=4096)  # pure in its (hashable) arguments; a launch re-fits the same few shapes
 def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int, sm_count: int = 0) -> TileConfig:
     """Shrink a table entry to the problem: BLOCK_K clamped to divide the group (the vllm#39705 fix),
     blocks no larger than needed, split-K the largest divisor of the K tile count within the entry
@@ -393,17 +396,17 @@ def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int, sm_count
         while bk > 16 and group_size % bk:
             bk //= 2
     else:
-        bk = min(bk, max(16, triton.next_power_of_2(K)))
+        bk = min(bk, max(16, next_power_of_2(K)))
     require(bk >= 16 and _k_tile_fits(bk, group_size, K), "group_size", group_size,
             "a multiple of 16 when K has several groups (tl.dot needs BLOCK_K >= 16)")
     min_m = 16 if cfg.use_dot else 1  # tl.dot needs 16 rows; the GEMV path takes any power of two
-    bm = min(cfg.block_m, max(min_m, triton.next_power_of_2(M)))
-    bn = min(cfg.block_n, max(16, triton.next_power_of_2(N)))
-    k_tiles = triton.cdiv(K, bk)
+    bm = min(cfg.block_m, max(min_m, next_power_of_2(M)))
+    bn = min(cfg.block_n, max(16, next_power_of_2(N)))
+    k_tiles = cdiv(K, bk)
     if cfg.dequant_mm:  # one dequant pass then a library GEMM: no M tiles, no K splits
         return replace(cfg, block_m=1, block_n=bn, block_k=bk, split_k=1)
     if cfg.split_k == 0:
-        sk = _auto_split(k_tiles, triton.cdiv(M, bm) * triton.cdiv(N, bn), sm_count)
+        sk = _auto_split(k_tiles, cdiv(M, bm) * cdiv(N, bn), sm_count)
     else:
         sk = max(d for d in range(1, min(cfg.split_k, k_tiles) + 1) if k_tiles % d == 0)
     return replace(cfg, block_m=bm, block_n=bn, block_k=bk, split_k=sk)
@@ -441,7 +444,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     cfg = fit_tiles(tiles or table_tiles(M, kind), M, N, K, group_size, _sm_count(x.device))
     # the kernel reads one scale row per K tile; a straddling tile silently mixes groups
     assert _k_tile_fits(cfg.block_k, group_size, K), f"BLOCK_K={cfg.block_k} straddles group_size={group_size}"
-    k_tiles = triton.cdiv(K, cfg.block_k)
+    k_tiles = cdiv(K, cfg.block_k)
     splits = cfg.split_k
     assert k_tiles % splits == 0, f"split_k={splits} does not divide the {k_tiles} K tiles"
     tiles_per_split = k_tiles // splits
@@ -452,10 +455,10 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     even_k, even_n = K % cfg.block_k == 0, N % cfg.block_n == 0
     magic_bits = 0x6400 if x.dtype == torch.float16 else 0x4300  # 1024.0 in fp16, 128.0 in bf16
     _LAST_LAUNCH.clear()
-    _LAST_LAUNCH.update(asdict(cfg), M=M, N=N, K=K, device_kind=kind, even_k=even_k, even_n=even_n)
+    _LAST_LAUNCH.update(cfg=cfg, M=M, N=N, K=K, device_kind=kind, even_k=even_k, even_n=even_n)
     if cfg.dequant_mm:
         w = torch.empty((K, N), dtype=x.dtype, device=x.device)
-        _w4a16_dequant_kernel[(k_tiles, triton.cdiv(N, cfg.block_n))](
+        _w4a16_dequant_kernel[(k_tiles, cdiv(N, cfg.block_n))](
             b_q, scales, z, w, N, K, group_size,
             b_q.stride(0), b_q.stride(1), scales.stride(0), scales.stride(1), z.stride(0), z.stride(1),
             w.stride(0), w.stride(1),
@@ -465,7 +468,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
         )
         with fp32_gemm_reduction():
             return torch.mm(x, w, out=out)
-    grid = (triton.cdiv(M, cfg.block_m), triton.cdiv(N, cfg.block_n), splits)
+    grid = (cdiv(M, cfg.block_m), cdiv(N, cfg.block_n), splits)
     if splits == 1:
         c, scs = out, 0
     else:
@@ -484,9 +487,9 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     )
     if splits > 1:
         # the reduction is a pure stream over the workspace: its own tile, ~2048 elements a program
-        rbm = min(16, triton.next_power_of_2(M))
-        rbn = min(triton.next_power_of_2(N), max(64, 2048 // rbm))
-        _splitk_reduce_kernel[(triton.cdiv(M, rbm), triton.cdiv(N, rbn))](
+        rbm = min(16, next_power_of_2(M))
+        rbn = min(next_power_of_2(N), max(64, 2048 // rbm))
+        _splitk_reduce_kernel[(cdiv(M, rbm), cdiv(N, rbn))](
             c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1),
             SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
         )
