@@ -143,11 +143,10 @@ def exact_problem(N, K, device):
     x = torch.randint(-1, 2, (1, K), generator=g).half()
     w64 = (q.double() - BIAS) * s.double().repeat_interleave(GROUP, 0)
     y = (x.double() @ w64).half()
+    from references import packing
     from references.codecs import operands as ops
     b_n = ops.triton_pack_qweight(q)  # [K, N/8]
-    sh = torch.arange(8, dtype=torch.int64) * 4
-    b_k = (q.view(K // 8, 8, N).to(torch.int64) << sh[None, :, None]).sum(1)
-    b_k = torch.where(b_k >= 2**31, b_k - 2**32, b_k).to(torch.int32)  # [K/8, N]
+    b_k = packing.pack(q, dim=0)  # [K/8, N], sequential along K (GPTQ's qweight layout)
     return x.to(device), b_n.to(device), b_k.to(device), s.to(device), y.to(device)
 
 

@@ -20,7 +20,6 @@ import triton.language as tl
 from conformance import runtime
 from conformance.config import act_dtype
 from conformance.registry import Kernel, register_kernel
-from conformance.runtime import cdiv
 from references import packing
 from references.errors import require
 
@@ -226,7 +225,7 @@ def _skinny_impl(x, qweight, scales, zeros, group_size, zp_bias):
     else:
         zf, zarg = ZF_UNPACKED, zeros.contiguous()
     y = torch.empty((M, N), dtype=x.dtype, device=x.device)
-    grid = (cdiv(M, tiles.block_m), cdiv(N, tiles.block_n))
+    grid = (runtime.cdiv(M, tiles.block_m), runtime.cdiv(N, tiles.block_n))
     if M > 0:
         _skinny_w4a16_kernel[grid](
             x, qweight, scales, zarg, _shift_table(x.device), y,
