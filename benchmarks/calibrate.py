@@ -52,7 +52,7 @@ def draw_case_ids(kernel: str, target: str, profile: str, n: int) -> list[str]:
     """n statistical-tier case ids from the suite's strategy, derandomized (same ids every run)."""
     from hypothesis import HealthCheck, Phase, given, settings
 
-    from conformance import strategies
+    from conformance.cases import strategies
 
     ids: list[str] = []
 
@@ -71,7 +71,7 @@ def _init_worker():
 
     torch.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
-    from conformance import registry
+    from conformance.core import registry
 
     registry.load_all()
     registry.load_plugin(PLUGIN)
@@ -93,8 +93,8 @@ def _k_bucket(k: int) -> str:
 def run_chunk(job):
     """Run one chunk of case ids on its target; returns one small dict per verdict."""
     kernel, target, ids = job
-    from conformance.cases import parse_case_id
-    from conformance.harness import run_case
+    from conformance.cases.ids import parse_case_id
+    from conformance.checks.harness import run_case
 
     out = []
     for cid in ids:

@@ -25,7 +25,12 @@ import torch
 import triton
 import triton.language as tl
 
-from conformance import bench, registry
+from conformance.core.tree import import_tree_package
+
+import_tree_package("conformance_bench")
+from conformance_bench import bench  # noqa: E402
+
+from conformance.core import registry  # noqa: E402
 
 registry.load_all()
 tw = importlib.import_module("conformance_kernels.triton_w4a16")

@@ -13,9 +13,10 @@ import time
 
 import torch
 
-from conformance import harness, registry
-from conformance.cases import Case
-from conformance.targets import detect_target, parse_target
+from conformance.cases.ids import Case
+from conformance.checks import harness
+from conformance.core import registry
+from conformance.core.targets import detect_target, parse_target
 
 EXACT = [  # (M, N, K, group, weight_type, act_order, dtype, format)
     (1, 64, 128, 32, "uint4b8", False, "float16", "gptq_v1"),

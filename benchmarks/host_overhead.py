@@ -19,7 +19,7 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance import registry  # noqa: E402
+from conformance.core import registry  # noqa: E402
 
 
 class _NoLaunch:

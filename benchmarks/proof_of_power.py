@@ -4,7 +4,7 @@
    it takes until the first failing verdict, with the cap of the CI test (tests/conformance/
    test_proof_of_power.py, BUDGET) and with a larger cap (--max-examples); hypothesis's draws depend on the
    cap, so both are recorded;
-2. suite: the W4A16 suite test itself (tests/conformance/test_w4a16_suite.py::test_w4a16_conformance, same
+2. suite: the W4A16 suite test itself (conformance/suite/test_w4a16_suite.py::test_w4a16_conformance, same
    function, so the same derandomized draws as CI: 6 examples per tier under the ci profile) called in-process
    on each broken kernel, without the shrink phase: caught or not, and at which example.
 
@@ -27,7 +27,7 @@ BUDGET = 25  # the CI test's cap (tests/conformance/test_proof_of_power.py)
 
 
 def run_hunts(caps: tuple[int, ...]) -> list[dict]:
-    from conformance import registry
+    from conformance.core import registry
 
     registry.load_all()
     registry.load_plugin(PLUGIN)
@@ -53,13 +53,13 @@ def run_ci_suite_draws() -> dict:
     """test_w4a16_conformance itself, per broken kernel and tier, ci profile, no shrinking."""
     from hypothesis import Phase, settings
 
-    from conformance import profiles, results
-    from conformance.targets import parse_target
+    from conformance.cases import profiles
+    from conformance.core import results
+    from conformance.core.targets import parse_target
 
     sys.path.insert(0, str(ROOT / "tests" / "conformance"))
-    import test_w4a16_suite as suite
-
     import tests.unit.broken_kernels as bk
+    from conformance.suite import test_w4a16_suite as suite
 
     ci = profiles.load_profile("ci")
     test = settings(parent=ci.settings(), phases=[Phase.explicit, Phase.generate])(suite.test_w4a16_conformance)
@@ -78,12 +78,12 @@ def run_ci_suite_draws() -> dict:
                                      "examples_run": len(recs) if first is None else first,
                                      "case_id": recs[first - 1]["case_id"] if first else None}
             print(f"ci suite draws {name:34s} {tier:12s} caught at {first} of {ci.max_examples}", flush=True)
-    return {"test": "tests/conformance/test_w4a16_suite.py::test_w4a16_conformance", "profile": "ci",
+    return {"test": "conformance/suite/test_w4a16_suite.py::test_w4a16_conformance", "profile": "ci",
             "max_examples": ci.max_examples, "results": out}
 
 
 def registry_kernel(name: str):
-    from conformance import registry
+    from conformance.core import registry
 
     return registry.get_kernel(name)
 
@@ -93,7 +93,7 @@ def main(argv=None) -> int:
     p.add_argument("--max-examples", type=int, default=200)
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "proof_of_power.json"))
     args = p.parse_args(argv)
-    from conformance import registry
+    from conformance.core import registry
 
     registry.load_all()  # sets TRITON_INTERPRET=1 on a CPU machine: triton must not be imported before
     import hypothesis

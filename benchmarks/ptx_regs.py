@@ -55,7 +55,7 @@ def compile_tile(t: dict, arch: int, dtype: str, has_zp: bool) -> dict:
     import triton
     from triton.backends.compiler import GPUTarget
 
-    from conformance import registry
+    from conformance.core import registry
 
     registry.load_all()
     import importlib

@@ -110,7 +110,7 @@ sweep_fp8() {
 
 suite() {
   echo "tile table: ${CONFORMANCE_W4A16_TILES:-benchmarks/results/tiles_<arch>.json}"
-  timeout "${SUITE_TIMEOUT_S:-300}" "$PY" -m pytest tests/conformance -n 8 -q -p no:cacheprovider \
+  timeout "${SUITE_TIMEOUT_S:-300}" "$PY" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
     --conformance-report /tmp/suite.json 2>&1 | tail -n 60 | tee "$OUT/suite.log"
   echo "suite exit: $?" | tee -a "$OUT/suite.log"
   timeout 240 "$PY" benchmarks/gpu_kernel_check.py "$OUT/kernel_check.json" 2>&1 | tail -n 30 | tee -a "$OUT/suite.log"

@@ -15,8 +15,13 @@ from dataclasses import asdict
 
 import torch
 
-from conformance import bench, registry
-from conformance.config import Fp8QuantConfig
+from conformance.core.tree import import_tree_package
+
+import_tree_package("conformance_bench")
+from conformance_bench import bench  # noqa: E402
+
+from conformance.core import registry  # noqa: E402
+from conformance.families.config import Fp8QuantConfig  # noqa: E402
 
 registry.load_all()
 mod = importlib.import_module("conformance_kernels.fp8_group_quant_triton")

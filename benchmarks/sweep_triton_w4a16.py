@@ -36,8 +36,13 @@ import torch
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from conformance import bench, registry  # noqa: E402
-from conformance.harness import nan_filled_allocations  # noqa: E402
+from conformance.core.tree import import_tree_package  # noqa: E402
+
+import_tree_package("conformance_bench")
+from conformance_bench import bench  # noqa: E402
+
+from conformance.checks.harness import nan_filled_allocations  # noqa: E402
+from conformance.core import registry  # noqa: E402
 from references.codecs import operands as codec_ops  # noqa: E402
 
 registry.load_all()

@@ -55,26 +55,31 @@ def _is_worker(config) -> bool:
 
 
 def pytest_configure(config):
-    from . import profiles, registry, workers
+    from conformance.cases import profiles
+    from conformance.core import registry, workers
 
     # before anything touches CUDA (loading kernels probes it): one GPU per xdist worker on multi-GPU hosts
     config._conformance_gpu_pin = workers.pin_worker()
     registry.load_all(config.getoption("--conformance-plugin"))
-    config.addinivalue_line("markers", "conformance_family(name): the kernel family a suite test parametrizes over")
+    # the suite's markers, registered here so the shipped suite runs from an installed wheel (no pyproject.toml)
+    for line in ("conformance_family(name): the kernel family a suite test parametrizes over",
+                 "gpu: needs a CUDA/ROCm device (skipped with a reason elsewhere)",
+                 "interop: checks against a third-party library that writes a format",
+                 "slow: excluded from the ci profile"):
+        config.addinivalue_line("markers", line)
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = _State()
 
 
 def _target(config):
-    from .targets import parse_target
+    from conformance.core.targets import parse_target
 
     return parse_target(config.getoption("--conformance-target"))
 
 
 def _tiers(config) -> list[str]:
+    from conformance.cases.ids import TIERS
     from references.errors import require
-
-    from .cases import TIERS
 
     tiers = [t.strip() for t in config.getoption("--conformance-tiers").split(",") if t.strip()]
     for t in tiers:
@@ -83,7 +88,7 @@ def _tiers(config) -> list[str]:
 
 
 def _replay_case(config):
-    from .cases import parse_case_id
+    from conformance.cases.ids import parse_case_id
 
     text = config.getoption("--conformance-case")
     return None if text is None else parse_case_id(text)
@@ -91,7 +96,7 @@ def _replay_case(config):
 
 def kernel_names(config, family: str) -> list[str]:
     """Sorted names of the kernels of `family` selected by --conformance-kernels (and --conformance-case)."""
-    from . import registry
+    from conformance.core import registry
 
     ks = registry.all_kernels(family)
     opt = config.getoption("--conformance-kernels")
@@ -127,7 +132,7 @@ KERNEL_PARAMS = ("kernel", "kernel_name")  # parameter names that carry one regi
 def pytest_collection_modifyitems(config, items):
     """--conformance-kernels (and --conformance-case) also narrow tests parametrized over kernels outside
     the suite fixtures (contract checks: `kernel`; regressions: `kernel_name`): other kernels are deselected."""
-    from .registry import Kernel
+    from conformance.core.registry import Kernel
 
     if not (config.getoption("--conformance-kernels") or _replay_case(config) is not None):
         return
@@ -151,7 +156,7 @@ def conformance_target(request):
 @pytest.fixture(scope="session")
 def conformance_profile(request):
     """The active profiles.Profile (hypothesis settings already loaded)."""
-    from .profiles import get_profile
+    from conformance.cases.profiles import get_profile
 
     return get_profile(request.config.getoption("--conformance-profile"))
 
@@ -165,7 +170,7 @@ def conformance_case(request):
 @pytest.fixture
 def conformance_kernel(conformance_kernel_name, conformance_target):
     """The registry Kernel for this parametrization."""
-    from . import registry
+    from conformance.core import registry
 
     return registry.get_kernel(conformance_kernel_name)
 
@@ -176,7 +181,7 @@ def conformance_kernel(conformance_kernel_name, conformance_target):
 def pytest_runtest_makereport(item, call):
     outcome = yield
     rep = outcome.get_result()
-    from . import results
+    from conformance.core import results
 
     st: _State = item.config._conformance
     recs = results.records()
@@ -203,7 +208,7 @@ def pytest_sessionstart(session):
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     st: _State = config._conformance
-    from . import results
+    from conformance.core import results
 
     leftovers = results.records()[st.attached:]  # recorded outside any test (e.g. session fixtures)
     st.attached += len(leftovers)
@@ -254,8 +259,8 @@ LEDGER_CLASSES = {
 
 def ledger(config) -> list[dict]:
     """Per representative config class: the kernel selected on the target and every refusal reason."""
-    from . import registry
-    from .config import Fp8QuantConfig, W4A16Config
+    from conformance.core import registry
+    from conformance.families.config import Fp8QuantConfig, W4A16Config
 
     t = _target(config)
     out = []

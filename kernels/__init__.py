@@ -10,7 +10,7 @@ import importlib
 import pkgutil
 
 if __name__ == "conformance_kernels":
-    from conformance.runtime import configure_triton
+    from conformance.core.runtime import configure_triton
 
     configure_triton()  # before any @triton.jit below is defined
 

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.config import FP8_DTYPES, Fp8QuantConfig
-from conformance.runtime import interpreting
-from conformance.targets import Target
+from conformance.core.runtime import interpreting
+from conformance.core.targets import Target
+from conformance.families.config import FP8_DTYPES, Fp8QuantConfig
 from references.errors import InvalidInput, require
 
 INPUT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -150,7 +150,7 @@ def device_availability(target: Target) -> str | None:
         return f"target={target} is not a GPU target"
     if interpreting():
         return f"target={target} needs a GPU but Triton runs in the interpreter here"
-    from conformance.targets import detect_target
+    from conformance.core.targets import detect_target
 
     here = detect_target()
     return None if here == target else f"target={target} is not this machine's device ({here})"

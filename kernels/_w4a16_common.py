@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.config import ACT_DTYPES
-from conformance.targets import Target
+from conformance.core.targets import Target
+from conformance.families.config import ACT_DTYPES
 from references.errors import InvalidInput
 from references.scalar_types import scalar_type
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import torch
 
-from conformance.registry import Kernel, register_kernel
-from conformance.targets import Target
+from conformance.core.registry import Kernel, register_kernel
+from conformance.core.targets import Target
 
 from ._fp8_common import (
     Fp8QuantParams,

@@ -14,9 +14,9 @@ import torch
 import triton
 import triton.language as tl
 
-from conformance.registry import Kernel, register_kernel
-from conformance.runtime import cdiv, next_power_of_2
-from conformance.targets import Target
+from conformance.core.registry import Kernel, register_kernel
+from conformance.core.runtime import cdiv, next_power_of_2
+from conformance.core.targets import Target
 
 from ._fp8_common import (
     Fp8QuantParams,

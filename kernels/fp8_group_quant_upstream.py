@@ -22,8 +22,8 @@ import importlib.util
 
 import torch
 
-from conformance.registry import Kernel, register_kernel
-from conformance.targets import Target
+from conformance.core.registry import Kernel, register_kernel
+from conformance.core.targets import Target
 
 from ._fp8_common import (
     Fp8QuantParams,

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.config import act_dtype
-from conformance.registry import Kernel, register_kernel
+from conformance.core.registry import Kernel, register_kernel
+from conformance.families.config import act_dtype
 from references.errors import require
 
 from ._w4a16_common import _codecs, sorted_g_idx_is_contiguous

@@ -17,9 +17,9 @@ import torch
 import triton
 import triton.language as tl
 
-from conformance import runtime
-from conformance.config import act_dtype
-from conformance.registry import Kernel, register_kernel
+from conformance.core import runtime
+from conformance.core.registry import Kernel, register_kernel
+from conformance.families.config import act_dtype
 from references import packing
 from references.errors import require
 

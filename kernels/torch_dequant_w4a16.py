@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from conformance.registry import Kernel, register_kernel
-from conformance.targets import Target
+from conformance.core.registry import Kernel, register_kernel
+from conformance.core.targets import Target
 from references.weight import CanonicalWeight
 
 from ._w4a16_common import first_refusal, gate_act_dtype, gate_k_multiple_of_group, gate_n_multiple_of_8
@@ -41,7 +41,7 @@ class TorchDequantW4A16(Kernel):
 
     def availability(self, target: Target) -> str | None:
         if target.is_gpu:
-            from conformance.targets import detect_target
+            from conformance.core.targets import detect_target
 
             here = detect_target()
             if here != target:

@@ -4,7 +4,7 @@ y[M, N] = x[M, K] @ W, W[k, n] = (q[k, n] - z[k // gs, n]) * s[k // gs, n], dequ
 act dtype, accumulated in fp32. Split-K uses an fp32 workspace and a second pass that sums the
 splits in a fixed order, so results are deterministic (no atomics). Tiles come from a small table
 keyed by the device kind (interpreter, gpu, or a measured arch table such as sm90 loaded from
-benchmarks/results/tiles_sm90.json) and the runtime M; BLOCK_K is clamped so one K tile never
+kernels/tiles/tiles_sm90.json) and the runtime M; BLOCK_K is clamped so one K tile never
 straddles two groups. Paths, all selectable from the table: packed weight loads (each int32 word read
 once, contiguous along N); a dot-free GEMV-style path for tiny M (exact fp32 dequant, tighter than the
 declared act-dtype dequant); swap_ab (the dequantized tile as the wgmma register operand); `magic`
@@ -26,9 +26,9 @@ import torch
 import triton
 import triton.language as tl
 
-from conformance.registry import Kernel, register_kernel
-from conformance.runtime import cdiv, interpreting, next_power_of_2
-from conformance.targets import Target
+from conformance.core.registry import Kernel, register_kernel
+from conformance.core.runtime import cdiv, interpreting, next_power_of_2
+from conformance.core.targets import Target
 from references.errors import InvalidInput, require
 
 from ._w4a16_common import (
@@ -260,7 +260,7 @@ TILE_TABLE = {
     ],
 }
 TILES_ENV = "CONFORMANCE_W4A16_TILES"  # path of a tile-table JSON that overrides the recorded one
-TILES_DIR = Path(__file__).resolve().parent.parent / "benchmarks" / "results"  # tiles_<arch>.json
+TILES_DIR = Path(__file__).resolve().parent / "tiles"  # tiles_<arch>.json, package data beside this kernel
 AUTO_SPLIT_WAVES = 2  # split_k=0: programs >= this many per SM (decode is memory bound: keep loads in flight)
 MAX_AUTO_SPLIT = 16
 _TILE_FIELDS = {f.name for f in fields(TileConfig)}
@@ -321,7 +321,7 @@ def tile_rows_from_json(doc: dict, source: str = "tile table") -> list:
 
 def load_tile_table(arch: str, path: str | os.PathLike | None = None) -> bool:
     """Install the measured table for `arch` (e.g. "sm90") into TILE_TABLE from `path`, else from
-    $CONFORMANCE_W4A16_TILES, else benchmarks/results/tiles_<arch>.json. False when there is none.
+    $CONFORMANCE_W4A16_TILES, else kernels/tiles/tiles_<arch>.json. False when there is none.
     A file for another arch is refused (its tiles were measured elsewhere)."""
     p = Path(path) if path else Path(os.environ[TILES_ENV]) if os.environ.get(TILES_ENV) else \
         TILES_DIR / f"tiles_{arch}.json"
@@ -539,7 +539,7 @@ def triton_availability(target: Target) -> str | None:
         return None if interpreting() else "Triton interpreter not enabled (TRITON_INTERPRET is not 1)"
     if interpreting():
         return f"target={target} needs a GPU but Triton runs in the interpreter here"
-    from conformance.targets import detect_target
+    from conformance.core.targets import detect_target
 
     here = detect_target()
     return None if here == target else f"target={target} is not this machine's device ({here})"

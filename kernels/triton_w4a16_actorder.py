@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.registry import register_kernel
+from conformance.core.registry import register_kernel
 
 from ._w4a16_common import TritonW4A16Operands, to_device
 from .triton_w4a16 import TritonW4A16Base, gemm_any_rank, launch_w4a16_gemm

@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = "torch_dequant_w4a16,fp8_group_quant_native,fp8_group_quant_cuda"
 TIERS = ("exact", "statistical")
-SUITES = ["tests/conformance/test_w4a16_suite.py", "tests/conformance/test_fp8_suite.py"]
+SUITES = ["conformance/suite/test_w4a16_suite.py", "conformance/suite/test_fp8_suite.py"]
 
 
 def _run(tmp_path: Path, workers: int) -> list[dict]:
@@ -50,9 +50,9 @@ def test_same_cases_and_verdicts_with_one_and_two_workers(reports):
 
 def _unjudgeable_here(name: str, tier: str) -> str | None:
     """Why the harness cannot judge `tier` for kernel `name` on this machine's own target (None: it can)."""
-    from conformance import registry
-    from conformance.harness import exact_tier_unjudgeable
-    from conformance.targets import detect_target
+    from conformance.checks.harness import exact_tier_unjudgeable
+    from conformance.core import registry
+    from conformance.core.targets import detect_target
 
     registry.load_all()
     k, t = registry.get_kernel(name), detect_target()
@@ -62,7 +62,7 @@ def _unjudgeable_here(name: str, tier: str) -> str | None:
 def test_the_subset_covers_both_families_and_tiers(reports):
     """The comparison is not vacuous: both tiers of both families passed, and each kernel drew and passed cases in
     both tiers, except a tier the harness declares unjudgeable for it here, whose records are skips naming why."""
-    from conformance import registry
+    from conformance.core import registry
 
     registry.load_all()
     records = reports[2]

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from conformance import cli, registry
-from conformance.cases import parse_case_id
-from conformance.harness import run_case
-from conformance.targets import detect_target
+from conformance import cli
+from conformance.cases.ids import parse_case_id
+from conformance.checks.harness import run_case
+from conformance.core import registry
+from conformance.core.targets import detect_target
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = "tests.unit.broken_kernels"
@@ -65,7 +66,7 @@ def test_every_broken_kernel_has_a_tier(broken):
 def repro(monkeypatch):
     """`python -m conformance repro ID` in-process; its verdicts stay out of this session's report and summary
     (the failures here are deliberate)."""
-    from conformance import results
+    from conformance.core import results
 
     monkeypatch.setattr(results, "record", lambda *a, **kw: {})
     return lambda case_id: cli.main(["--plugin", PLUGIN, "repro", case_id])
@@ -103,7 +104,7 @@ def test_repro_in_a_fresh_process_with_the_plugin_env(broken):
 
 # pinned regression example -> the broken kernel that reintroduces its bug (the example must fail on it)
 def _pinned():
-    import test_regressions as reg
+    from conformance.suite import test_regressions as reg
 
     return [
         ("broken_ct_zeros_not_transposed", reg.CT_EQ), ("broken_ct_zeros_not_transposed", reg.CT_NE),
@@ -142,7 +143,7 @@ def test_mutant_kernel_copy_is_faithful(broken, M, N, K, group, dtype):
     from conformance_kernels import triton_w4a16 as tw
     from conformance_kernels._w4a16_common import to_device
 
-    from conformance.runtime import kernel_device
+    from conformance.core.runtime import kernel_device
     from references import codecs
     from references.generators import random_activations, random_canonical
 

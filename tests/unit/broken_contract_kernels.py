@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from conformance import registry
-from conformance.registry import register_kernel
+from conformance.core import registry
+from conformance.core.registry import register_kernel
 
 registry.load_all()
 _tw = registry.get_kernel("triton_w4a16")

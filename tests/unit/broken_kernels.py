@@ -25,8 +25,8 @@ import torch
 import triton
 import triton.language as tl
 
-from conformance import registry
-from conformance.registry import register_kernel
+from conformance.core import registry
+from conformance.core.registry import register_kernel
 from references.codecs import gptq as gptq_codec
 from references.codecs import operands as ops
 

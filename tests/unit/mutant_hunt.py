@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 
 from hypothesis import Phase, given, settings
 
-from conformance import strategies
-from conformance.harness import Verdict, run_case
-from conformance.profiles import get_profile
-from conformance.targets import detect_target
+from conformance.cases import strategies
+from conformance.cases.profiles import get_profile
+from conformance.checks.harness import Verdict, run_case
+from conformance.core.targets import detect_target
 
 CAUGHT = ("fail", "error")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from conformance import registry
-from conformance.registry import register_kernel
+from conformance.core import registry
+from conformance.core.registry import register_kernel
 
 registry.load_all()
 RDNA3W4A16 = type(registry.get_kernel("rdna3_w4a16"))

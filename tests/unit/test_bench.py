@@ -8,8 +8,14 @@ import json
 import pytest
 import torch
 
-from conformance import bench, bench_report, bench_run, cli, registry
-from references.errors import InvalidInput
+from conformance.core.tree import import_tree_package
+
+import_tree_package("conformance_bench")
+from conformance_bench import bench, bench_report, bench_run  # noqa: E402
+
+from conformance import cli  # noqa: E402
+from conformance.core import registry  # noqa: E402
+from references.errors import InvalidInput  # noqa: E402
 
 registry.load_all()
 
@@ -162,7 +168,7 @@ def test_fp8_run_on_cpu_gates_each_kernel():
 
 def test_fp8_gate_catches_a_wrong_scale():
     k = registry.get_kernel("fp8_group_quant_native")
-    from conformance.config import Fp8QuantConfig
+    from conformance.families.config import Fp8QuantConfig
 
     p = k.load(Fp8QuantConfig(group_size=128, dtype="bfloat16", hidden=256))
     x = (torch.randn(4, 256, generator=torch.Generator().manual_seed(1)) * 3).to(torch.bfloat16)
@@ -296,7 +302,7 @@ def test_a_wrong_plain_baseline_is_reported_wrong(monkeypatch):
 
 def test_markdown_names_each_launch_path():
     """The table's path column says which kernel path served the row (the figures differ by path)."""
-    from conformance.bench_report import tile_path
+    from conformance_bench.bench_report import tile_path
 
     assert tile_path({"dequant_mm": True, "block_k": 64, "block_n": 128}) == "dequant_mm 64x128"
     assert tile_path({"use_dot": False, "block_m": 1, "block_n": 256, "block_k": 64, "split_k": 8}) == \

@@ -2,8 +2,8 @@
 import pytest
 from hypothesis import given
 
-from conformance.cases import EXAMPLE_FP8_ID, EXAMPLE_ID, parse_case_id
-from conformance.strategies import any_case_ids
+from conformance.cases.ids import EXAMPLE_FP8_ID, EXAMPLE_ID, parse_case_id
+from conformance.cases.strategies import any_case_ids
 from references.errors import InvalidInput
 
 

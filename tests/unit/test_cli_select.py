@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli, registry
-from conformance.targets import CPU
+from conformance import cli
+from conformance.core import registry
+from conformance.core.targets import CPU
 
 ROOT = Path(__file__).resolve().parents[2]
 W4A16_GFX1100 = ["select", "--target", "gfx1100", "--weight-type", "uint4", "--group-size", "128",
@@ -145,9 +146,9 @@ def test_real_process_exit_codes():
 
 def test_choose_raises_listing_every_refusal():
     """choose() never falls back silently: with nothing fitting it raises NoKernelError naming each refusal."""
-    from conformance import registry
-    from conformance.config import W4A16Config
-    from conformance.targets import parse_target
+    from conformance.core import registry
+    from conformance.core.targets import parse_target
+    from conformance.families.config import W4A16Config
 
     cfg = W4A16Config(weight_type="uint4", group_size=128, act_order=True, dtype="float16")
     ks = registry.resolve_kernels("triton_w4a16,rdna3_w4a16,rdna_hybrid_w4a16")
@@ -160,7 +161,7 @@ def test_choose_raises_listing_every_refusal():
 
 
 def test_record_rejects_unknown_run_mode():
-    from conformance import results
+    from conformance.core import results
 
     with pytest.raises(ValueError, match="run_mode='gpu'"):
         results.record("k", "exact", "pass", run_mode="gpu")

@@ -4,9 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import contracts, fusion, registry
-from conformance.config import Fp8QuantConfig
-from conformance.quant_layer import RmsNormQuantLayer
+from conformance.checks import contracts, fusion
+from conformance.checks.quant_layer import RmsNormQuantLayer
+from conformance.core import registry
+from conformance.families.config import Fp8QuantConfig
 
 PLUGIN = "tests.unit.broken_contract_kernels"
 SPEC = {"M": 5, "K": 256, "N": 256, "group_size": 128, "wtype": "uint4", "dtype": "float16",

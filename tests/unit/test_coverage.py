@@ -5,8 +5,10 @@ import re
 
 import pytest
 
-from conformance import cli, coverage, registry
-from conformance.targets import CPU
+from conformance import cli
+from conformance.core import registry
+from conformance.core.targets import CPU
+from conformance.reports import coverage
 
 ROCM_THREE = "triton_w4a16,rdna3_w4a16,rdna_hybrid_w4a16"
 

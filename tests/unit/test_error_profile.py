@@ -3,8 +3,10 @@ the class."""
 import pytest
 from validation_kernels import NoisyDequantW4A16
 
-from conformance import cli, error_profile, registry
-from conformance.targets import CPU
+from conformance import cli
+from conformance.core import registry
+from conformance.core.targets import CPU
+from conformance.reports import error_profile
 
 
 @pytest.fixture
@@ -16,7 +18,7 @@ def noisy():
 
 
 def test_corpus_is_fixed_and_seeded():
-    from conformance import corpus
+    from conformance.cases import corpus
 
     a = [c.id for cls in corpus.classes("w4a16") for c in cls.cases("k")]
     b = [c.id for cls in corpus.classes("w4a16") for c in cls.cases("k")]

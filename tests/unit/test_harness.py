@@ -3,11 +3,11 @@ and `repro` exits 0 / 1 / 125 / 2 as `git bisect run` expects."""
 import pytest
 import torch
 
-from conformance import registry, results
-from conformance.cases import parse_case_id
+from conformance.cases.ids import parse_case_id
+from conformance.checks.harness import run_case
 from conformance.cli import main
-from conformance.harness import run_case
-from conformance.targets import CPU
+from conformance.core import registry, results
+from conformance.core.targets import CPU
 
 registry.load_all()
 BASE = registry.get_kernel("torch_dequant_w4a16")

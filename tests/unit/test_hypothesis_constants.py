@@ -6,7 +6,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance import profiles
+from conformance.cases import profiles
 
 
 def _draws() -> list[int]:

@@ -16,7 +16,7 @@ PROBE = textwrap.dedent("""
     import json, sys
     from conformance import registry
     registry.load_all()
-    import conformance.cli, conformance.coverage  # the CLI path too
+    import conformance.cli, conformance.reports.coverage  # the CLI path too
     ours = sorted(n for n, m in sys.modules.items()
                   if (getattr(m, "__file__", None) or "").startswith(sys.argv[1]))
     print(json.dumps({"kernels": [k.name for k in registry.all_kernels()], "modules": ours,

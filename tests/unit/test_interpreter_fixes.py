@@ -7,14 +7,14 @@ import warnings
 import pytest
 import torch
 
-from conformance.runtime import configure_triton, interpreting
+from conformance.core.runtime import configure_triton, interpreting
 
 configure_triton()  # before the @triton.jit kernels below: they must be interpreted functions
 
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from conformance import interpreter_fixes as fixes  # noqa: E402
+from conformance.core import interpreter_fixes as fixes  # noqa: E402
 
 pytestmark = [
     pytest.mark.skipif(not interpreting(), reason="Triton runs on a GPU here, not in the interpreter"),

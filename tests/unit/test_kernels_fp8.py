@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance import registry
-from conformance.config import Fp8QuantConfig
-from conformance.runtime import interpreting
-from conformance.targets import parse_target
+from conformance.core import registry
+from conformance.core.runtime import interpreting
+from conformance.core.targets import parse_target
+from conformance.families.config import Fp8QuantConfig
 from references.errors import InvalidInput
 from references.fp8 import dequantize_fp8_groups, fp8_group_quant_reference, ue8m0_ambiguous
 
@@ -86,7 +86,7 @@ def test_triton_runs_through_the_interpreter_here():
     if not interpreting():
         pytest.skip("Triton runs on a GPU here")
     assert kernel.run_mode(parse_target("cpu")) == "interpreter"
-    from conformance import interpreter_fixes
+    from conformance.core import interpreter_fixes
 
     assert interpreter_fixes.status()["applied"], interpreter_fixes.status()
 

@@ -11,10 +11,10 @@ import importlib
 import pytest
 import torch
 
-from conformance import registry
-from conformance.config import W4A16Config
-from conformance.runtime import interpreting
-from conformance.targets import CPU, parse_target
+from conformance.core import registry
+from conformance.core.runtime import interpreting
+from conformance.core.targets import CPU, parse_target
+from conformance.families.config import W4A16Config
 from references.checkpoint import CHECKPOINT_FORMATS
 from references.errors import InvalidInput
 from references.gemm import reference_gemm

@@ -11,10 +11,10 @@ import importlib
 import pytest
 import torch
 
-from conformance import registry
-from conformance.config import W4A16Config
-from conformance.runtime import interpreting
-from conformance.targets import CPU, Target, parse_target
+from conformance.core import registry
+from conformance.core.runtime import interpreting
+from conformance.core.targets import CPU, Target, parse_target
+from conformance.families.config import W4A16Config
 from references import codecs
 from references.codecs import operands as codec_ops
 from references.errors import InvalidInput
@@ -326,9 +326,9 @@ def test_compiled_decode_after_prefill_uses_runtime_tiles():
 
 def test_torch_dequant_refuses_shapes_no_canonical_weight_holds():
     """It serves any type/group/act-order, but K must be a multiple of the group and N of 8 (G = K/group)."""
-    from conformance import registry
-    from conformance.config import W4A16Config
-    from conformance.targets import CPU
+    from conformance.core import registry
+    from conformance.core.targets import CPU
+    from conformance.families.config import W4A16Config
 
     k = registry.get_kernel("torch_dequant_w4a16")
     ok = W4A16Config(weight_type="uint8", group_size=96, act_order=True, dtype="bfloat16", N=64, K=192)

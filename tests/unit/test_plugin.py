@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TEST_FILE = '''
 import os
 import pytest
-from conformance import results
+from conformance.core import results
 
 @pytest.mark.parametrize("i", range(12))
 def test_records(i):

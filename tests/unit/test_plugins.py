@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import cli, registry
+from conformance import cli
+from conformance.core import registry
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = Path(__file__).resolve().parent

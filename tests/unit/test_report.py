@@ -2,9 +2,9 @@
 atomic writes."""
 import json
 
-from conformance import coverage, report
-from conformance.targets import CPU
-from conformance.validate import environment, summarize
+from conformance.core.targets import CPU
+from conformance.reports import coverage, report
+from conformance.reports.validate import environment, summarize
 
 EVIL = "<script>alert(1)</script>"
 

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from validation_kernels import ALL, GatedDequantW4A16
 
-from conformance import registry
-from conformance.profiles import get_profile
-from conformance.targets import CPU, parse_target
-from conformance.try_refused import try_kernel
-from conformance.validate import SUITE_DIR, validate
+from conformance.cases.profiles import get_profile
+from conformance.core import registry
+from conformance.core.targets import CPU, parse_target
+from conformance.reports.try_refused import try_kernel
+from conformance.reports.validate import SUITE_DIR, validate
 
 HERE = Path(__file__).resolve().parent
 W4A16_SUITE, FP8_SUITE = SUITE_DIR / "test_w4a16_suite.py", SUITE_DIR / "test_fp8_suite.py"
@@ -94,7 +94,7 @@ def test_try_refused_tells_protecting_refusals_from_liftable_ones(test_kernels):
 
 
 def _bf16_config():
-    from conformance.config import W4A16Config
+    from conformance.families.config import W4A16Config
 
     return W4A16Config("uint4", 128, False, "bfloat16", N=64, K=256)
 
@@ -110,7 +110,7 @@ def test_try_refused_model_runs_carry_a_caveat():
 
 
 def test_pythonpath_is_kept_for_the_suite(monkeypatch):
-    from conformance.validate import ROOT
+    from conformance.reports.validate import ROOT
 
     monkeypatch.setenv("PYTHONPATH", "/x")
-    assert os.environ["PYTHONPATH"] == "/x" and ROOT.joinpath("tests", "conformance").is_dir()
+    assert os.environ["PYTHONPATH"] == "/x" and ROOT.joinpath("conformance", "suite").is_dir()

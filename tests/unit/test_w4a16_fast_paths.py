@@ -11,7 +11,7 @@ import json
 import pytest
 import torch
 
-from conformance import registry
+from conformance.core import registry
 from references.codecs import operands as codec_ops
 from references.errors import InvalidInput
 from references.gemm import reference_gemm
@@ -176,7 +176,7 @@ def test_gpu_kind_uses_a_measured_table_and_warns_on_a_bad_one(tmp_path, monkeyp
 def test_ci_profile_reaches_every_gpu_path_in_the_interpreter_table():
     """CI runs only the interpreter table: every path the GPU table uses (GEMV, magic swap_ab dot,
     dequant_mm) must be picked for some M the CI profile draws, or CI stops testing it."""
-    from conformance.profiles import get_profile
+    from conformance.cases.profiles import get_profile
 
     m_max = get_profile("ci").m_max
 

@@ -2,7 +2,7 @@
 import pytest
 import torch
 
-from conformance import workers
+from conformance.core import workers
 from references.errors import InvalidInput
 
 

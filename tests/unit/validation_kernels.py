@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance import registry
+from conformance.core import registry
 
 registry.load_all()
 TorchDequant = type(registry.get_kernel("torch_dequant_w4a16"))
@@ -29,7 +29,7 @@ class NoisyDequantW4A16(TorchDequant):
         y = _gemm(w, x)
         if not self.noise or w.group_size != self.noise_group:
             return y
-        from conformance.tolerance import ErrorModel, l2_bound
+        from conformance.checks.tolerance import ErrorModel, l2_bound
 
         wd = _dequant(w, x.dtype).double()
         xd = x.reshape(-1, w.K).double()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.registry import Kernel, register_kernel
+from conformance.core.registry import Kernel, register_kernel
 
 
 @register_kernel

@@ -1,0 +1,1 @@
+"""Cases: ids, hypothesis strategies, run profiles, the fixed corpus."""

@@ -1,0 +1,573 @@
+"""Contract checks for kernels exposed as torch.library custom ops (CONTRACTS.md section 7).
+
+Each check takes a kernel (its `op` handle) and samples (operands + activations built through the
+kernel's own `load`), raises ContractFailure with a readable reason when the contract is broken, and
+records one result per kernel through conformance.results. Checks: "fake_vs_real", "make_fx",
+"opcheck", "compile_boundary" (the fusion check lives in conformance.fusion).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import operator
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from conformance.core import results
+from conformance.core.registry import Kernel, all_kernels
+from conformance.core.targets import Target, parse_target
+from conformance.families.config import Fp8QuantConfig, W4A16Config
+
+CHECKS = ("fake_vs_real", "make_fx", "opcheck", "compile_boundary")
+OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic", "test_autograd_registration")
+# targets tried, in order, to find one whose gate accepts a config: gates describe the hardware a
+# config is served on, but every sample here runs on the CPU (Triton interpreter or plain torch)
+GATE_TARGETS = ("cpu", "rocm:gfx1100", "rocm:gfx1201", "cuda:90")
+PREFILL_M = {"w4a16": 512, "fp8_group_quant": 64}  # compile-boundary prefill M per family
+DECODE_M = 1
+
+# ops a wrapper may add around the kernel's op without computing anything (views and metadata)
+METADATA_OPS = frozenset({
+    "aten.view.default", "aten._unsafe_view.default", "aten.reshape.default", "aten.t.default",
+    "aten.transpose.int", "aten.permute.default", "aten.expand.default", "aten.squeeze.dim",
+    "aten.unsqueeze.default", "aten.alias.default", "aten.detach.default", "aten.as_strided.default",
+    "aten.sym_size.int", "aten.sym_stride.int", "aten.sym_numel.default", "aten.slice.Tensor",
+})
+# what a fake impl may do: allocate outputs and take views of them
+ALLOCATION_OPS = METADATA_OPS | frozenset({
+    "aten.empty.memory_format", "aten.new_empty.default", "aten.empty_strided.default",
+    "aten.new_empty_strided.default", "aten.empty_like.default", "aten.empty_permuted.default",
+})
+
+
+class ContractFailure(AssertionError):
+    """A kernel broke a custom-op contract; the message says which and how."""
+
+
+# ------------------------------------------------------------------------------------------------
+# Kernels, ops and samples
+# ------------------------------------------------------------------------------------------------
+
+def custom_op_kernels(family: str | None = None) -> list[Kernel]:
+    """Registered kernels that declare an op handle (kernel.op is not None), deterministic order."""
+    return [k for k in all_kernels(family) if k.op is not None]
+
+
+def op_overload(kernel: Kernel) -> torch._ops.OpOverload:
+    """The kernel's op as an OpOverload (a packet means its .default); anything else is a failure."""
+    op = kernel.op
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        op = op.default
+    if not isinstance(op, torch._ops.OpOverload):
+        raise ContractFailure(f"kernel={kernel.name}: op={op!r} is a {type(op).__name__}, not a torch.library "
+                              "custom op (OpOverload): torch.compile would trace its Python body")
+    return op
+
+
+def _op_name(target) -> str:
+    return str(target) if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) else \
+        getattr(target, "__name__", repr(target))
+
+
+def _same_op(target, op: torch._ops.OpOverload) -> bool:
+    return target is op or target is op.overloadpacket
+
+
+@dataclass
+class Sample:
+    """One call of a kernel: `kernel.apply(operands, x)`; `spec` says how it was drawn."""
+
+    operands: Any
+    x: torch.Tensor
+    spec: dict
+
+    @property
+    def label(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.spec.items())
+
+
+def gate_target(kernel: Kernel, config) -> Target | None:
+    """The first of GATE_TARGETS whose gate accepts `config` for `kernel`, or None. On a GPU machine only the
+    detected target counts: the real op runs there, and must not be handed configs its hardware lacks."""
+    from conformance.core.runtime import kernel_device
+    from conformance.core.targets import detect_target
+
+    if kernel_device() != "cpu":
+        here = detect_target()
+        return here if kernel.can_implement(config, here) is None else None
+    for t in GATE_TARGETS:
+        target = parse_target(t)
+        if kernel.can_implement(config, target) is None:
+            return target
+    return None
+
+
+def w4a16_config(spec: dict) -> W4A16Config:
+    return W4A16Config(weight_type=spec["wtype"], group_size=spec["group_size"], act_order=spec["act_order"],
+                       dtype=spec["dtype"], format=spec["format"], N=spec["N"], K=spec["K"])
+
+
+def fp8_config(spec: dict) -> Fp8QuantConfig:
+    return Fp8QuantConfig(group_size=spec["group_size"], dtype=spec["dtype"], fp8_dtype=spec["fp8_dtype"],
+                          ue8m0=spec["ue8m0"], column_major_scales=spec["column_major"], hidden=spec["K"])
+
+
+def config_for(kernel: Kernel, spec: dict):
+    return w4a16_config(spec) if kernel.family == "w4a16" else fp8_config(spec)
+
+
+def accepts(kernel: Kernel, spec: dict) -> bool:
+    """True if some gate target accepts the spec's config (invalid configs are not accepted)."""
+    try:
+        cfg = config_for(kernel, spec)
+    except ValueError:
+        return False
+    return gate_target(kernel, cfg) is not None
+
+
+def build_sample(kernel: Kernel, spec: dict) -> Sample:
+    """Operands through the kernel's own load (w4a16: canonical weight -> codec -> load), seeded activations."""
+    from references.generators import random_activations, random_canonical
+
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[spec["dtype"]]
+    seed = spec["seed"]
+    if kernel.family == "w4a16":
+        from references import codecs
+
+        w = random_canonical(spec["K"], spec["N"], spec["group_size"], spec["wtype"], dtype, "normal", seed,
+                             act_order=spec["act_order"])
+        operands = kernel.load(codecs.encode(w, spec["format"]), w4a16_config(spec))
+        x = random_activations(spec["M"], spec["K"], dtype, "normal", seed)
+    else:
+        operands = kernel.load(fp8_config(spec))
+        gen = torch.Generator().manual_seed(seed)
+        x = (torch.randn((spec["M"], spec["K"]), generator=gen) * 3).to(dtype)
+    return _on_kernel_device(Sample(operands, x, dict(spec)))
+
+
+def _on_kernel_device(sample: Sample) -> Sample:
+    """The sample with operands and x on the device the kernels run on here (cuda on a GPU machine)."""
+    from conformance.core.runtime import kernel_device
+
+    dev = kernel_device()
+    if dev == "cpu":
+        return sample
+    operands = replace_leaves(sample.operands, [t.to(dev) for t in tensor_leaves(sample.operands)])
+    return Sample(operands, sample.x.to(dev), sample.spec)
+
+
+def with_m(kernel: Kernel, sample: Sample, M: int, seed: int | None = None) -> Sample:
+    """The same operands with fresh activations of M rows."""
+    spec = dict(sample.spec, M=M, seed=sample.spec["seed"] if seed is None else seed)
+    gen = torch.Generator().manual_seed(spec["seed"] + 7919 * M)
+    x = torch.randn((M, sample.x.shape[-1]), generator=gen).to(sample.x.dtype).to(sample.x.device)
+    return Sample(sample.operands, x, spec)
+
+
+# operands are dataclasses / tuples / dicts holding tensors; contract tracing swaps those tensors
+def tensor_leaves(obj) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return [t for f in dataclasses.fields(obj) for t in tensor_leaves(getattr(obj, f.name))]
+    if isinstance(obj, (list, tuple)):
+        return [t for v in obj for t in tensor_leaves(v)]
+    if isinstance(obj, dict):
+        return [t for k in sorted(obj, key=str) for t in tensor_leaves(obj[k])]
+    return []
+
+
+def replace_leaves(obj, new: list[torch.Tensor]):
+    """`obj` with its tensor leaves replaced, in tensor_leaves order, by `new` (consumed from the front)."""
+    if isinstance(obj, torch.Tensor):
+        return new.pop(0)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.replace(obj, **{f.name: replace_leaves(getattr(obj, f.name), new)
+                                           for f in dataclasses.fields(obj) if f.init})
+    if isinstance(obj, tuple):
+        vals = [replace_leaves(v, new) for v in obj]
+        return type(obj)(*vals) if hasattr(obj, "_fields") else tuple(vals)
+    if isinstance(obj, list):
+        return [replace_leaves(v, new) for v in obj]
+    if isinstance(obj, dict):
+        return {k: replace_leaves(obj[k], new) for k in sorted(obj, key=str)}
+    return obj
+
+
+def apply_fn(kernel: Kernel, operands) -> Callable:
+    """f(x, *operand_tensors) = kernel.apply(operands with those tensors, x): what the checks trace."""
+    def f(x, *tensors):
+        return kernel.apply(replace_leaves(operands, list(tensors)), x)
+    return f
+
+
+# ------------------------------------------------------------------------------------------------
+# Observers: op calls through the dispatcher, Triton launches
+# ------------------------------------------------------------------------------------------------
+
+@dataclass
+class OpCall:
+    args: tuple
+    kwargs: dict
+    out: Any
+
+
+class _OpRecorder(TorchDispatchMode):
+    def __init__(self, op):
+        super().__init__()
+        self.op, self.calls = op, []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if func is self.op:
+            self.calls.append(OpCall(tuple(args), dict(kwargs or {}), out))
+        return out
+
+
+def capture_op_call(kernel: Kernel, sample: Sample) -> tuple[Any, OpCall]:
+    """Run kernel.apply for real; return its result and the one dispatcher call of kernel.op it made."""
+    op = op_overload(kernel)
+    with _OpRecorder(op) as rec:
+        y = kernel.apply(sample.operands, sample.x)
+    if len(rec.calls) != 1:
+        raise ContractFailure(f"kernel={kernel.name}: apply() called {op} {len(rec.calls)} times through the "
+                              "dispatcher (expected exactly once)")
+    return y, rec.calls[0]
+
+
+@contextlib.contextmanager
+def count_triton_launches():
+    """Count Triton kernel launches (compiled or interpreted) inside the block: yields a one-item list."""
+    count = [0]
+    patched = []
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+        from triton.runtime.jit import JITFunction
+        classes = (JITFunction, InterpretedFunction)
+    except ImportError:  # no Triton: nothing can launch
+        classes = ()
+    for cls in classes:
+        orig = cls.run
+
+        def run(self, *a, __orig=orig, **kw):
+            count[0] += 1
+            return __orig(self, *a, **kw)
+        cls.run = run
+        patched.append((cls, orig))
+    try:
+        yield count
+    finally:
+        for cls, orig in patched:
+            cls.run = orig
+
+
+def _leaves(out) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def _meta(t: torch.Tensor) -> dict:
+    return {"shape": tuple(t.shape), "dtype": t.dtype, "device": t.device.type, "stride": tuple(t.stride())}
+
+
+# ------------------------------------------------------------------------------------------------
+# Check 1: fake vs real
+# ------------------------------------------------------------------------------------------------
+
+def _fake_impl(op: torch._ops.OpOverload):
+    from torch._library.simple_registry import singleton
+
+    entry = singleton.find(op._schema.name)
+    kernel = entry.fake_impl.kernel
+    return None if kernel is None else kernel.func
+
+
+def check_fake_vs_real(kernel: Kernel, sample: Sample) -> dict:
+    """The fake impl (FakeTensorMode) matches the real op on shape, dtype, device, stride of every output,
+    launches nothing, and its own trace holds only allocations/views (it computes nothing)."""
+    from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    op = op_overload(kernel)
+    with count_triton_launches() as real_launches:
+        _, call = capture_op_call(kernel, sample)
+    real = _leaves(call.out)
+    with FakeTensorMode() as mode, count_triton_launches() as fake_launches:
+        def conv(v):
+            return mode.from_tensor(v) if isinstance(v, torch.Tensor) else v
+        fargs = tuple(conv(a) for a in call.args)
+        fkwargs = {k: conv(v) for k, v in call.kwargs.items()}
+        fake = _leaves(op(*fargs, **fkwargs))
+    if fake_launches[0]:
+        raise ContractFailure(f"kernel={kernel.name}: the fake impl launched {fake_launches[0]} Triton kernel(s)")
+    if len(fake) != len(real):
+        raise ContractFailure(f"kernel={kernel.name}: fake returned {len(fake)} outputs, real {len(real)}")
+    for i, (f, r) in enumerate(zip(fake, real)):
+        if not isinstance(f, FakeTensor):
+            raise ContractFailure(f"kernel={kernel.name}: fake output {i} is {type(f).__name__}, not a FakeTensor")
+        fm, rm = _meta(f), _meta(r)
+        if fm != rm:
+            diff = {k: (fm[k], rm[k]) for k in fm if fm[k] != rm[k]}
+            raise ContractFailure(f"kernel={kernel.name} [{sample.label}]: fake vs real output {i} differ "
+                                  f"(fake, real): {diff}")
+    # no data dependency: trace the fake impl itself; only allocations and views may appear
+    impl = _fake_impl(op)
+    if impl is None:
+        raise ContractFailure(f"kernel={kernel.name}: {op} has no registered fake impl")
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        gm = make_fx(lambda *a: impl(*a, **call.kwargs), tracing_mode="fake")(*call.args)
+    computed = sorted({_op_name(n.target) for n in gm.graph.nodes if n.op == "call_function"
+                       and _op_name(n.target) not in ALLOCATION_OPS})
+    if computed:
+        raise ContractFailure(f"kernel={kernel.name}: the fake impl computes: {computed}")
+    return {"outputs": [str(_meta(r)) for r in real], "real_triton_launches": real_launches[0]}
+
+
+# ------------------------------------------------------------------------------------------------
+# Check 2: make_fx shows one opaque node
+# ------------------------------------------------------------------------------------------------
+
+def graph_summary(gm, op) -> tuple[int, list[str], list[str]]:
+    """(number of op nodes, other compute ops, metadata ops) among a graph's call_function nodes."""
+    n_op, other, meta = 0, [], []
+    for n in gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if _same_op(n.target, op):
+            n_op += 1
+        elif n.target is operator.getitem:
+            continue
+        elif _op_name(n.target) in METADATA_OPS:
+            meta.append(_op_name(n.target))
+        else:
+            other.append(_op_name(n.target))
+    return n_op, other, meta
+
+
+def check_make_fx(kernel: Kernel, sample: Sample) -> dict:
+    """make_fx (fake and symbolic) of kernel.apply shows exactly one node for the op and no other compute."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    op = op_overload(kernel)
+    f = apply_fn(kernel, sample.operands)
+    args = (sample.x, *tensor_leaves(sample.operands))
+    detail = {}
+    for mode in ("fake", "symbolic"):
+        try:
+            gm = make_fx(f, tracing_mode=mode)(*args)
+        except Exception as e:  # noqa: BLE001 - a wrapper that cannot be traced breaks the contract
+            raise ContractFailure(f"kernel={kernel.name}: make_fx({mode}) of apply() failed: "
+                                  f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from e
+        n_op, other, meta = graph_summary(gm, op)
+        if n_op != 1 or other:
+            raise ContractFailure(f"kernel={kernel.name}: make_fx({mode}) of apply() has {n_op} {op} node(s) and "
+                                  f"other compute {other} (expected one op node and nothing else)")
+        detail[mode] = {"op_nodes": n_op, "metadata_ops": meta}
+    return detail
+
+
+# ------------------------------------------------------------------------------------------------
+# Check 3: opcheck
+# ------------------------------------------------------------------------------------------------
+
+def check_opcheck(kernel: Kernel, sample: Sample, test_utils=OPCHECK_UTILS) -> dict:
+    """torch.library.opcheck on the op's captured arguments; every sub-test must report SUCCESS.
+
+    test_autograd_registration is included: these ops are inference-only and register no autograd
+    formula; the sub-test checks that an op with floating inputs is not silently wrong under autograd."""
+    op = op_overload(kernel)
+    _, call = capture_op_call(kernel, sample)
+    res = torch.library.opcheck(op, call.args, call.kwargs, test_utils=list(test_utils), raise_exception=False)
+    bad = {k: str(v).splitlines()[0][:300] for k, v in res.items() if v != "SUCCESS"}
+    if bad:
+        raise ContractFailure(f"kernel={kernel.name} [{sample.label}]: opcheck failed: {bad}")
+    return dict(res)
+
+
+# ------------------------------------------------------------------------------------------------
+# Check 4: the torch.compile boundary
+# ------------------------------------------------------------------------------------------------
+
+def inductor_dirs(root: str | os.PathLike | None = None) -> None:
+    """Keep inductor's cache and temp files under `root` or the user cache dir (set before first compile)."""
+    from conformance.core.tree import cache_dir
+
+    base = Path(root) if root else cache_dir("inductor")
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(base / "inductor"))
+    tmp = base / "tmp"
+    tmp.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("TMPDIR", str(tmp))
+    # no compile-worker subprocess pool: on 2 cores its start-up costs more than it saves here
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+@dataclass
+class CompiledCall:
+    """One inductor compile of f(x, *tensors) with M dynamic, plus the graphs it saw."""
+
+    dynamo_graph: Any = None
+    post_grad_graph: str = ""
+    compiled: Any = None
+    example_inputs: list = field(default_factory=list)
+    placeholders: list = field(default_factory=list)
+    seconds: float = 0.0
+
+    def call_without_guards(self, user_inputs: list, new_inputs: list):
+        """Run the compiled graph on new inputs without dynamo's guards, as a server does once it has
+        compiled for a dynamic M (vLLM dispatches to its compiled graph directly)."""
+        def pos(t):
+            return next(i for i, u in enumerate(user_inputs) if u is t)
+        sym = {}
+        for n, e in zip(self.placeholders, self.example_inputs):
+            if isinstance(e, torch.Tensor):
+                for d, s in enumerate(n.meta["example_value"].shape):
+                    if isinstance(s, torch.SymInt):
+                        sym.setdefault(str(s.node.expr), (pos(e), d))
+        args = []
+        for n, e in zip(self.placeholders, self.example_inputs):
+            if isinstance(e, torch.Tensor):
+                args.append(new_inputs[pos(e)])
+            else:
+                j, d = sym[str(n.meta["example_value"].node.expr)]
+                args.append(new_inputs[j].shape[d])
+        out = self.compiled(*args)
+        return out[0] if isinstance(out, (list, tuple)) and len(out) == 1 else tuple(out)
+
+
+def compile_with_inductor(f: Callable, inputs: list) -> tuple[Any, CompiledCall]:
+    """torch.compile(f, backend=inductor behind a capturing backend), leading dim of inputs[0] dynamic;
+    run once on `inputs`. Returns the output and what the compile saw."""
+    from torch._inductor.compile_fx import compile_fx
+    from torch._inductor.custom_graph_pass import CustomGraphPass
+
+    cc = CompiledCall()
+
+    class _Capture(CustomGraphPass):
+        def __call__(self, graph):
+            cc.post_grad_graph = graph
+
+        def uuid(self):
+            return None
+
+    def backend(gm, example_inputs):
+        cc.dynamo_graph = gm
+        cc.example_inputs = list(example_inputs)
+        cc.placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        with torch._inductor.config.patch(post_grad_custom_post_pass=_Capture(), fx_graph_cache=False):
+            cc.compiled = compile_fx(gm, example_inputs)
+        return cc.compiled
+
+    torch._dynamo.reset()
+    torch._dynamo.mark_dynamic(inputs[0], 0)
+    t0 = time.perf_counter()
+    out = torch.compile(f, backend=backend, fullgraph=True)(*inputs)
+    cc.seconds = time.perf_counter() - t0
+    return out, cc
+
+
+def _bits_equal(a, b) -> bool:
+    la, lb = _leaves(a), _leaves(b)
+    return len(la) == len(lb) and all(
+        x.shape == y.shape and x.dtype == y.dtype
+        and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
+        for x, y in zip(la, lb))
+
+
+def _post_grad_nodes(graph, op):
+    class _G:  # graph_summary wants an object with .graph
+        pass
+    g = _G()
+    g.graph = graph
+    return graph_summary(g, op)
+
+
+def last_launch(kernel: Kernel) -> dict | None:
+    cfg = getattr(kernel, "last_launch_config", None)
+    if cfg is None:
+        return None
+    return dict(cfg() if callable(cfg) else cfg)
+
+
+def _tiles(cfg: dict | None) -> dict | None:
+    # the tile part of a launch record: drop the problem size (M, N, K) that naturally differs
+    return None if cfg is None else {k: v for k, v in cfg.items() if k not in ("M", "N", "K")}
+
+
+def check_compile_boundary(kernel: Kernel, sample: Sample, prefill_m: int | None = None) -> dict:
+    """Under torch.compile (inductor, M dynamic) the op is one opaque node in the dynamo and post-grad
+    graphs; after compiling at prefill M, a decode (M=1) call of the compiled graph launches the tile
+    config eager launches for M=1; compiled outputs equal eager outputs bit for bit."""
+    op = op_overload(kernel)
+    prefill_m = prefill_m or PREFILL_M[kernel.family]
+    pre = with_m(kernel, sample, prefill_m)
+    dec = with_m(kernel, sample, DECODE_M)
+    f = apply_fn(kernel, sample.operands)
+    leaves = tensor_leaves(sample.operands)
+    pre_in, dec_in = [pre.x, *leaves], [dec.x, *leaves]
+
+    y_pre_eager = f(*pre_in)
+    cfg_pre_eager = last_launch(kernel)
+    y_dec_eager = f(*dec_in)
+    cfg_dec_eager = last_launch(kernel)
+
+    try:
+        y_pre_comp, cc = compile_with_inductor(f, pre_in)
+    except Exception as e:  # noqa: BLE001
+        raise ContractFailure(f"kernel={kernel.name}: torch.compile of apply() failed: {type(e).__name__}: "
+                              f"{str(e).splitlines()[0] if str(e) else ''}") from e
+    cfg_pre_comp = last_launch(kernel)
+    n_dyn, other_dyn, _ = graph_summary(cc.dynamo_graph, op)
+    n_pg, other_pg, _ = _post_grad_nodes(cc.post_grad_graph, op)
+    detail = {"prefill_m": prefill_m, "decode_m": DECODE_M, "compile_s": round(cc.seconds, 2),
+              "dynamo_op_nodes": n_dyn, "post_grad_op_nodes": n_pg,
+              "tiles_prefill": _tiles(cfg_pre_eager), "tiles_decode_eager": _tiles(cfg_dec_eager)}
+    if n_dyn != 1 or other_dyn or n_pg != 1 or other_pg:
+        raise ContractFailure(f"kernel={kernel.name}: under torch.compile the op is not one opaque node: dynamo "
+                              f"graph {n_dyn} op node(s) + {other_dyn}; post-grad graph {n_pg} + {other_pg}")
+    y_dec_comp = cc.call_without_guards(pre_in, dec_in)
+    cfg_dec_comp = last_launch(kernel)
+    detail["tiles_decode_compiled"] = _tiles(cfg_dec_comp)
+    if cfg_dec_eager is not None:
+        if _tiles(cfg_pre_comp) != _tiles(cfg_pre_eager):
+            raise ContractFailure(f"kernel={kernel.name}: compiled prefill M={prefill_m} launched "
+                                  f"{_tiles(cfg_pre_comp)}, eager {_tiles(cfg_pre_eager)}")
+        if _tiles(cfg_dec_comp) != _tiles(cfg_dec_eager):
+            raise ContractFailure(f"kernel={kernel.name}: after compiling at M={prefill_m}, decode M={DECODE_M} "
+                                  f"launched {_tiles(cfg_dec_comp)} but eager launches {_tiles(cfg_dec_eager)}: "
+                                  "the tile choice was traced and frozen by compile")
+        detail["tiles_distinguish_prefill_decode"] = _tiles(cfg_pre_eager) != _tiles(cfg_dec_eager)
+    else:
+        detail["tiles"] = "kernel exposes no last_launch_config; tile check not applicable"
+    for what, a, b in (("prefill", y_pre_comp, y_pre_eager), ("decode", y_dec_comp, y_dec_eager)):
+        if not _bits_equal(a, b):
+            raise ContractFailure(f"kernel={kernel.name}: compiled {what} output differs from eager (bitwise)")
+    return detail
+
+
+# ------------------------------------------------------------------------------------------------
+# Recording
+# ------------------------------------------------------------------------------------------------
+
+def run_check(check: str, kernel: Kernel, fn: Callable[[], Any], run_mode: str | None = None,
+              case_id: str | None = None) -> dict:
+    """Run one check, record pass/fail/error with timing, and re-raise failures for pytest."""
+    t0 = time.perf_counter()
+    try:
+        detail = fn()
+    except ContractFailure as e:
+        results.record(kernel.name, check, "fail", run_mode=run_mode, case_id=case_id, detail=str(e),
+                       metrics={"seconds": round(time.perf_counter() - t0, 3)})
+        raise
+    except Exception as e:
+        results.record(kernel.name, check, "error", run_mode=run_mode, case_id=case_id,
+                       detail=f"{type(e).__name__}: {e}", metrics={"seconds": round(time.perf_counter() - t0, 3)})
+        raise
+    results.record(kernel.name, check, "pass", run_mode=run_mode, case_id=case_id, detail=str(detail),
+                   metrics={"seconds": round(time.perf_counter() - t0, 3)})
+    return detail

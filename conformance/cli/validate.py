@@ -1,0 +1,58 @@
+"""`validate`: run the whole suite for a target and write a self-contained report (JSON, HTML, JUnit XML).
+
+Exit code 0 when every check passed, 1 when any check failed (or pytest failed), 2 on bad arguments or
+when the suite wrote no report.
+"""
+from __future__ import annotations
+
+import sys
+
+from conformance.cli import _args
+from references.errors import InvalidInput
+
+NAME = "validate"
+HELP = "run every registered kernel's checks for a target and write report.html/report.json/junit.xml"
+
+
+def add_arguments(parser) -> None:
+    _args.add_target(parser)
+    _args.add_kernels(parser)
+    parser.add_argument("--profile", default="ci", metavar="P",
+                        help="ci (default: small shapes, a few minutes on 2 CPU cores), nightly or exhaustive")
+    parser.add_argument("--out", default="report", metavar="DIR", help="report directory (default: %(default)s)")
+    parser.add_argument("--junitxml", default=None, metavar="PATH", help="JUnit XML path (default: DIR/junit.xml)")
+    parser.add_argument("--try-refused", action="store_true",
+                        help="also run kernels on configs their gates refuse here (gate bypassed; reported "
+                             "separately, never counted as conformance results)")
+    parser.add_argument("-n", dest="workers", default="auto", metavar="N",
+                        help="pytest-xdist workers: a number, 'auto' (default) or 0 for one process")
+
+
+def _workers(text: str):
+    t = str(text).strip().lower()
+    if t == "auto":
+        return "auto"
+    if t.isdigit():
+        return int(t)
+    raise InvalidInput("-n", text, "a non-negative integer or 'auto'")
+
+
+def run(args) -> int:
+    from conformance.reports import report
+    from conformance.reports.validate import validate
+
+    target = _args.parse_target(args.target)
+    if args.kernels is not None:
+        _args.resolve_kernels(args.kernels)  # unknown names: exit 2 before anything runs
+    doc, code = validate(target, profile=args.profile, kernels=args.kernels, out_dir=args.out,
+                         junitxml=args.junitxml, workers=_workers(args.workers), try_refused=args.try_refused,
+                         plugins=getattr(args, "plugin", []),
+                         progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    sys.stdout.write(report.terminal_summary(doc))
+    from pathlib import Path
+
+    out = Path(args.out)
+    sizes = ", ".join(f"{p.name} {p.stat().st_size // 1024} KiB" for p in
+                      (out / "report.html", out / "report.json", Path(doc["junit"])) if p.exists())
+    print(f"wrote {out / 'report.html'} ({sizes})")
+    return code

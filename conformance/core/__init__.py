@@ -1,0 +1,1 @@
+"""Kernel interface, registry and selection, targets, runtime (device or interpreter), records."""

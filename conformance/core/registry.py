@@ -1,0 +1,226 @@
+"""Kernel interface, registry and selection. Nothing falls back silently: every refusal has a reason.
+
+A kernel is a subclass of `Kernel` registered with `@register_kernel`. Built-in kernels live in the
+repository's `kernels/` directory, imported as the package `conformance_kernels` (never as `kernels`,
+a popular unrelated PyPI package). External kernels register from their own modules, loaded through
+the entry point group `conformance.kernels`, the env var CONFORMANCE_PLUGINS (comma-separated module
+names) or the pytest option `--conformance-plugin MODULE`.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from conformance.core.targets import Target
+
+FAMILIES = ("w4a16", "fp8_group_quant")
+
+
+class Kernel:
+    """One kernel under test. Subclasses set the class attributes and implement the methods.
+
+    `can_implement` is pure (no hardware needed). `load` turns a checkpoint (w4a16) or a config
+    (fp8_group_quant) into the kernel's operands; `apply` runs the real kernel on them; `model` is a
+    plain-torch reading of exactly those operands, run where the kernel cannot run.
+    """
+
+    name: str = ""
+    family: str = ""
+    priority: int = 0  # higher is tried first by selection
+    deterministic: bool = True
+    gate_summary: str = ""  # one line for `conformance list`
+    op: Any = None  # the torch.library op handle, for kernels exposed as custom ops
+    # Largest K at which the kernel's output is bit-exact on exact-tier data (None: any K the data allows).
+    # A kernel that rounds partial sums to a narrow dtype (e.g. split-K partials added in fp16) declares it,
+    # and the exact tier then draws K up to it; above it the statistical tier judges the kernel.
+    exact_tier_max_k: int | None = None
+
+    def can_implement(self, config, target: Target) -> str | None:
+        """None if this kernel serves `config` on `target`, else the refusal reason."""
+        raise NotImplementedError
+
+    def availability(self, target: Target) -> str | None:
+        """None if `apply` can run here for `target`, else why not (device absent, op not built)."""
+        return None
+
+    def run_mode(self, target: Target) -> str:
+        """How `apply` would run here: 'device', 'interpreter' (Triton on CPU) or 'model'."""
+        if self.availability(target) is not None:
+            return "model"
+        return "device" if target.is_gpu else "interpreter"
+
+    def dequant_dtype(self, config) -> torch.dtype:
+        """The dtype the kernel dequantizes weights into (tolerance model's u_deq)."""
+        return torch.float16 if config.dtype == "float16" else torch.bfloat16
+
+    def accumulate_dtype(self, config) -> torch.dtype:
+        """The dtype of the kernel's dot-product accumulator (tolerance model's u_acc)."""
+        return torch.float32
+
+    def accumulation(self, config) -> tuple[torch.dtype, int | None, torch.dtype]:
+        """(inner_dtype, block, outer_dtype): the dot product is summed in blocks of `block` consecutive K-terms
+        (in the kernel's K order) in inner_dtype, then the ceil(K/block) block partials are each rounded to
+        outer_dtype and added in outer_dtype, in any order (atomics allowed). block None: one block spans K.
+
+        Default: (accumulate_dtype, None, accumulate_dtype), a single sum -- the tolerance model before
+        blocks existed, bit for bit. A kernel that rounds split-K partials to a narrow dtype declares it here,
+        so the statistical tier charges its few outer roundings instead of K narrow roundings."""
+        acc = self.accumulate_dtype(config)
+        return acc, None, acc
+
+    def load(self, source, config=None):
+        raise NotImplementedError
+
+    def apply(self, operands, x: torch.Tensor):
+        raise NotImplementedError
+
+    def model(self, operands, x: torch.Tensor):
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<kernel {self.name} family={self.family} priority={self.priority}>"
+
+
+_REGISTRY: dict[str, Kernel] = {}
+
+
+class RegistryError(RuntimeError):
+    pass
+
+
+def register_kernel(cls_or_obj):
+    """Class decorator (or call with an instance): registers one kernel under its unique `name`."""
+    obj = cls_or_obj() if isinstance(cls_or_obj, type) else cls_or_obj
+    if not obj.name or obj.family not in FAMILIES:
+        raise RegistryError(f"kernel {obj!r}: name must be set and family one of {FAMILIES}")
+    old = _REGISTRY.get(obj.name)
+    if old is not None and type(old) is not type(obj):
+        raise RegistryError(f"kernel name {obj.name!r} registered twice ({type(old)} and {type(obj)})")
+    _REGISTRY[obj.name] = obj
+    return cls_or_obj
+
+
+def unregister_kernel(name: str) -> None:
+    _REGISTRY.pop(name, None)
+
+
+BUILTIN_PACKAGE = "conformance_kernels"
+ENTRY_POINT_GROUP = "conformance.kernels"
+PLUGIN_ENV = "CONFORMANCE_PLUGINS"
+_loaded_builtin = False
+_loaded_plugins: set[str] = set()
+
+
+def _import_builtin_package():
+    """The built-in kernels (`kernels/` as `conformance_kernels`; the checkout's own copy wins)."""
+    from conformance.core.tree import import_tree_package
+
+    return import_tree_package(BUILTIN_PACKAGE)
+
+
+def load_plugin(module: str) -> None:
+    """Import one plugin module (which registers kernels). Import failures are errors, never skipped."""
+    if module in _loaded_plugins:
+        return
+    try:
+        importlib.import_module(module)
+    except Exception as e:  # noqa: BLE001 - re-raised with the module named
+        raise RegistryError(f"conformance plugin {module!r} failed to import: {type(e).__name__}: {e}") from e
+    _loaded_plugins.add(module)
+
+
+def load_all(extra_plugins=()) -> None:
+    """Load built-in kernels, entry-point plugins, CONFORMANCE_PLUGINS modules and `extra_plugins`."""
+    global _loaded_builtin
+    if not _loaded_builtin:
+        _import_builtin_package()
+        _loaded_builtin = True
+    from importlib.metadata import entry_points
+
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        if ep.value not in _loaded_plugins:
+            try:
+                ep.load()
+            except Exception as e:  # noqa: BLE001
+                raise RegistryError(
+                    f"conformance entry point {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}"
+                ) from e
+            _loaded_plugins.add(ep.value)
+    env = os.environ.get(PLUGIN_ENV, "")
+    for mod in [m.strip() for m in env.split(",") if m.strip()] + list(extra_plugins):
+        load_plugin(mod)
+
+
+def all_kernels(family: str | None = None) -> list[Kernel]:
+    """Registered kernels, highest priority first, ties by name (deterministic)."""
+    ks = [k for k in _REGISTRY.values() if family is None or k.family == family]
+    return sorted(ks, key=lambda k: (-k.priority, k.name))
+
+
+def get_kernel(name: str) -> Kernel:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise RegistryError(f"kernel={name!r} is not registered; registered: {sorted(_REGISTRY)}") from None
+
+
+def resolve_kernels(names) -> list[Kernel]:
+    """Kernel objects for a list or comma-separated string of names; unknown names are errors."""
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    return sorted((get_kernel(n) for n in names), key=lambda k: (-k.priority, k.name))
+
+
+@dataclass
+class Selection:
+    """The kernel chosen for a config on a target, and one reason per refused kernel."""
+
+    config: Any
+    target: Target
+    selected: Kernel | None
+    refused: dict[str, str] = field(default_factory=dict)
+    accepted: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {
+            "selected": self.selected.name if self.selected else None,
+            "refused": [{"kernel": k, "reason": r} for k, r in self.refused.items()],
+        }
+
+
+class NoKernelError(RuntimeError):
+    def __init__(self, selection: Selection):
+        self.selection = selection
+        lines = "\n".join(f"  {k}: {r}" for k, r in selection.refused.items()) or "  (no kernels registered)"
+        super().__init__(f"no kernel serves {selection.config} on {selection.target}; refusals:\n{lines}")
+
+
+def select(config, target: Target, kernels=None, require_available: bool = False) -> Selection:
+    """Walk kernels of the config's family by priority; first acceptance wins, all refusals recorded."""
+    ks = all_kernels(config.family) if kernels is None else [k for k in kernels if k.family == config.family]
+    sel = Selection(config, target, None)
+    for k in ks:
+        reason = k.can_implement(config, target)
+        if reason is None and require_available:
+            why = k.availability(target)
+            reason = None if why is None else f"not available here: {why}"
+        if reason is None:
+            sel.accepted.append(k.name)
+            if sel.selected is None:
+                sel.selected = k
+        else:
+            sel.refused[k.name] = reason
+    return sel
+
+
+def choose(config, target: Target, kernels=None, require_available: bool = False) -> Selection:
+    """Like `select`, but raise NoKernelError listing every refusal when nothing fits."""
+    sel = select(config, target, kernels, require_available)
+    if sel.selected is None:
+        raise NoKernelError(sel)
+    return sel

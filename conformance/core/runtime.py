@@ -1,0 +1,46 @@
+"""How Triton kernels run in this process: on the GPU, or in the interpreter on a machine without one.
+
+`configure_triton()` must run before any `@triton.jit` kernel is defined (triton reads
+TRITON_INTERPRET when the decorator runs); `kernels/__init__.py` calls it first.
+"""
+from __future__ import annotations
+
+import os
+
+
+def gpu_present() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def interpreting() -> bool:
+    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def configure_triton() -> None:
+    """Use the interpreter when no GPU is present; under it, apply the interpreter numeric fixes."""
+    if "TRITON_INTERPRET" not in os.environ and not gpu_present():
+        os.environ["TRITON_INTERPRET"] = "1"
+    if interpreting():
+        from conformance.core import interpreter_fixes
+
+        interpreter_fixes.apply()
+
+
+def kernel_device() -> str:
+    """The torch device Triton kernels take their tensors on here."""
+    return "cpu" if interpreting() or not gpu_present() else "cuda"
+
+
+def cdiv(a: int, b: int) -> int:
+    """ceil(a / b) for ints, for launch grids. triton.cdiv is a ConstexprFunction in Triton 3.9: each host
+    call costs microseconds of wrapper code, and a launch computed ~10 of them (measured ~40 us per
+    triton_w4a16 call on the CI CPU)."""
+    return -(-a // b)
+
+
+def next_power_of_2(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1); plain Python, as triton.next_power_of_2 is not free."""
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()

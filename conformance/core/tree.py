@@ -1,0 +1,49 @@
+"""Import the repository's own top-level directories under distinctive package names.
+
+`kernels/` is imported as `conformance_kernels` and `benchmarks/` as `conformance_bench`: the plain names
+belong to unrelated PyPI packages (`kernels` is a popular kernel hub) or are too generic to own. In a
+checkout the directory beside this `conformance` package wins over any installed copy, so a bisect step or
+a scratch copy never runs another checkout's code; in a non-editable install the installed package is used.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+
+TREE_PACKAGES = {"conformance_kernels": "kernels", "conformance_bench": "benchmarks"}
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def import_tree_package(name: str):
+    """The module `name` (a key of TREE_PACKAGES), loaded from the checkout's directory when there is one."""
+    if name in sys.modules:
+        return sys.modules[name]
+    d = ROOT / TREE_PACKAGES[name]
+    if not (d / "__init__.py").is_file():
+        return importlib.import_module(name)
+    spec = importlib.util.spec_from_file_location(name, d / "__init__.py", submodule_search_locations=[str(d)])
+    if spec is None:  # pragma: no cover - spec_from_file_location on an existing file always gives one
+        raise ImportError(f"package {name} not found at {d}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    try:
+        spec.loader.exec_module(mod)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return mod
+
+
+def cache_dir(*parts: str) -> Path:
+    """A directory under the user's cache (`$CONFORMANCE_CACHE_DIR`, else `$XDG_CACHE_HOME` or ~/.cache, then
+    `quant-kernel-conformance`): inductor's cache, the nightly example database. Never the install location,
+    which may be read-only site-packages, and never the current directory, which may be anyone's checkout."""
+    import os
+
+    base = os.environ.get("CONFORMANCE_CACHE_DIR")
+    if not base:
+        base = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                            "quant-kernel-conformance")
+    return Path(base, *parts)

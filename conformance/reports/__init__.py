@@ -1,0 +1,1 @@
+"""Reports: coverage sweeps, validation runs, HTML/JSON reports, error profiles, try-refused."""

@@ -1,0 +1,309 @@
+"""Coverage sweep: every config of the layer-config space through every kernel's gate on one target.
+
+Gates are pure, so this needs no hardware: `sweep("gfx1151")` runs anywhere. The result is a plain
+dict (see `sweep`) that the CLI prints as a table, JSON or HTML and the validation report embeds.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import itertools
+import time
+from collections import Counter, defaultdict
+
+from conformance.core import registry
+from conformance.core.targets import Target, parse_target
+from conformance.families.config import Fp8QuantConfig, W4A16Config
+from references.checkpoint import CHECKPOINT_FORMATS
+
+WEIGHT_TYPES_4BIT = ("uint4", "uint4b8")
+WEIGHT_TYPES_8BIT = ("uint8", "uint8b128")
+GROUP_SIZES = (-1, 32, 64, 128, 256)  # -1 = channelwise
+ACT_DTYPES = ("float16", "bfloat16")
+FP8_GROUP_SIZES = (32, 64, 128)
+FP8_INPUT_DTYPES = ("float16", "bfloat16", "float32")
+FP8_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz")
+# Targets probed to decide whether any kernel claims 8-bit weight types at all (beyond the swept one).
+PROBE_TARGETS = ("cpu", "cuda:sm80", "cuda:sm90", "rocm:gfx942", "rocm:gfx1100", "rocm:gfx1151", "rocm:gfx1201")
+
+# Combinations left out of the space on purpose; reported in every sweep so nothing vanishes silently.
+EXCLUDED = [
+    {"what": "w4a16 channelwise (group_size -1) with act-order",
+     "why": "one group spans K, so g_idx is all zeros and act-order changes nothing (vLLM drops desc_act there)"},
+    {"what": "w4a16 awq with act-order", "why": "AWQ checkpoints carry no g_idx"},
+]
+
+
+def _excluded(weight_type: str, group_size: int, act_order: bool, fmt: str) -> bool:
+    return act_order and (group_size == -1 or fmt == "awq")
+
+
+def w4a16_configs(weight_types=WEIGHT_TYPES_4BIT, N: int = 4096, K: int = 4096) -> list[W4A16Config]:
+    """weight type x group size x act-order x checkpoint format x act dtype, in a fixed order."""
+    out = []
+    for wt, gs, ao, fmt, dt in itertools.product(weight_types, GROUP_SIZES, (False, True), CHECKPOINT_FORMATS,
+                                                 ACT_DTYPES):
+        if not _excluded(wt, gs, ao, fmt):
+            out.append(W4A16Config(wt, gs, ao, dt, fmt, N=N, K=K))
+    return out
+
+
+def fp8_configs(hidden: int = 7168, fp8_dtypes=FP8_DTYPES) -> list[Fp8QuantConfig]:
+    """fp8 dtype x group size x UE8M0 scales x input dtype x scale layout, in a fixed order."""
+    return [Fp8QuantConfig(gs, dt, fp8, ue8m0=ue, column_major_scales=cm, hidden=hidden)
+            for fp8, gs, ue, dt, cm in itertools.product(fp8_dtypes, FP8_GROUP_SIZES, (False, True),
+                                                         FP8_INPUT_DTYPES, (False, True))]
+
+
+def platform_fp8_dtypes(target: Target) -> tuple[str, ...]:
+    """The fp8 dtypes a model asks for on `target`: e4m3fnuz on gfx94x, e4m3fn on other GPUs, both on cpu
+    (CONTRACTS.md section 6). Sweeping the other one would report gaps no model can hit."""
+    if target.is_cpu:
+        return FP8_DTYPES
+    return ("float8_e4m3fnuz",) if target.gfx_family == "gfx94" else ("float8_e4m3fn",)
+
+
+def claims_8bit(kernels, target: Target) -> bool:
+    """True if any of `kernels` accepts some 8-bit w4a16-family config on `target` or a probe target."""
+    ks = [k for k in kernels if k.family == "w4a16"]
+    probes = [target] + [parse_target(t) for t in PROBE_TARGETS]
+    cfgs = [W4A16Config(wt, gs, ao, "float16", "gptq_v2")
+            for wt, gs, ao in itertools.product(WEIGHT_TYPES_8BIT, GROUP_SIZES, (False, True))]
+    return any(k.can_implement(c, t) is None for k in ks for t in probes for c in cfgs)
+
+
+def config_class(config) -> str:
+    """The row label configs are grouped by (formats and act dtypes are folded into one row)."""
+    if config.family == "w4a16":
+        g = "channelwise" if config.group_size == -1 else f"g{config.group_size}"
+        return f"{config.weight_type} {g} {'act-order' if config.act_order else 'no act-order'}"
+    return f"{config.fp8_dtype} g{config.group_size}{' ue8m0' if config.ue8m0 else ''}"
+
+
+def _resolve(kernels):
+    if kernels is None:
+        return registry.all_kernels()
+    if isinstance(kernels, str):
+        return registry.resolve_kernels(kernels)
+    return sorted((registry.get_kernel(k) if isinstance(k, str) else k for k in kernels),
+                  key=lambda k: (-k.priority, k.name))
+
+
+def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7168) -> dict:
+    """Run every config of every family the kernels belong to through their gates on `target`.
+
+    `target` is a Target or a name ('gfx1100'); `kernels` is None (all registered), names or Kernel
+    objects. Returns {"target", "kernels", "configs": [{"config", "accepted_by", "selected", "refused"}],
+    "classes", "gaps", "gaps_closed_by", "excluded", "wall_time_s"}; `configs` follows the JSON schema
+    of docs (group_size -1 = channelwise), the rest summarises it by config class.
+    """
+    t0 = time.perf_counter()
+    if isinstance(target, str):
+        target = parse_target(target)
+    ks = _resolve(kernels)
+    families = [f for f in registry.FAMILIES if any(k.family == f for k in ks)]
+    configs = []
+    if "w4a16" in families:
+        wts = WEIGHT_TYPES_4BIT + (WEIGHT_TYPES_8BIT if claims_8bit(ks, target) else ())
+        configs += w4a16_configs(wts, N, K)
+    excluded = list(EXCLUDED)
+    if "fp8_group_quant" in families:
+        fp8s = platform_fp8_dtypes(target)
+        configs += fp8_configs(hidden, fp8s)
+        for other in sorted(set(FP8_DTYPES) - set(fp8s)):
+            excluded.append({"what": f"fp8_group_quant with fp8_dtype {other}",
+                             "why": f"models on {target} quantize to {fp8s[0]}"})
+    rows = []
+    for cfg in configs:
+        sel = registry.select(cfg, target, ks)
+        rows.append({
+            "config": {"family": cfg.family, **cfg.to_dict()},
+            "accepted_by": list(sel.accepted),
+            "selected": sel.selected.name if sel.selected else None,
+            "refused": dict(sel.refused),
+        })
+    report = {"target": str(target), "kernels": [k.name for k in ks], "families": families, "configs": rows}
+    report.update(summarize(rows, ks, configs))
+    report["excluded"] = excluded
+    report["wall_time_s"] = round(time.perf_counter() - t0, 4)
+    return report
+
+
+def summarize(rows, kernels, configs) -> dict:
+    """Per config class: accepting counts per kernel of its family, selections, gaps with every refusal
+    reason, and `gaps_closed_by`: kernel -> classes where it alone serves some config."""
+    classes: dict[str, dict] = {}
+    closed: dict[str, list[str]] = defaultdict(list)
+    for row, cfg in zip(rows, configs):
+        label = config_class(cfg)
+        c = classes.get(label)
+        if c is None:
+            c = classes[label] = {
+                "class": label, "family": cfg.family, "n_configs": 0, "served": 0,
+                "accepted": {k.name: 0 for k in kernels if k.family == cfg.family},
+                "selected": Counter(), "sole": Counter(), "gap_reasons": defaultdict(Counter)}
+        c["n_configs"] += 1
+        for k in row["accepted_by"]:
+            c["accepted"][k] += 1
+        if row["selected"]:
+            c["served"] += 1
+            c["selected"][row["selected"]] += 1
+        else:
+            for k, r in row["refused"].items():
+                c["gap_reasons"][k][r] += 1
+        if len(row["accepted_by"]) == 1:
+            c["sole"][row["accepted_by"][0]] += 1
+    out = []
+    for c in classes.values():
+        c["gap"] = c["served"] < c["n_configs"]  # some config of the class is served by no kernel
+        c["selected"] = dict(c["selected"])
+        c["sole"] = dict(c["sole"])
+        c["gap_reasons"] = {k: dict(v.most_common()) for k, v in c["gap_reasons"].items()}
+        for k in c["sole"]:
+            closed[k].append(c["class"])
+        out.append(c)
+    gaps = [{"class": c["class"], "family": c["family"], "unserved": c["n_configs"] - c["served"],
+             "n_configs": c["n_configs"]} for c in out if c["gap"]]
+    return {"classes": out, "gaps": gaps, "gaps_closed_by": dict(closed),
+            "n_unserved": sum(g["unserved"] for g in gaps)}
+
+
+# ---------------------------------------------------------------- views
+
+
+def _cell(n: int, total: int) -> str:
+    return "all" if n == total else ("-" if n == 0 else f"{n}/{total}")
+
+
+def _class(report, label: str) -> dict:
+    return next(c for c in report["classes"] if c["class"] == label)
+
+
+def render_table(report: dict) -> str:
+    """Plain-text view: one row per config class per family, gaps flagged, then why each gap is a gap."""
+    ks = report["kernels"]
+    lines = [f"coverage on {report['target']}: {len(ks)} kernels, {len(report['configs'])} configs, "
+             f"{report['n_unserved']} served by no kernel (swept in {report['wall_time_s']:.3f} s)"]
+    for fam in report["families"]:
+        classes = [c for c in report["classes"] if c["family"] == fam]
+        if not classes:
+            continue
+        fk = [k for k in ks if k in classes[0]["accepted"]]
+        w = max(len(c["class"]) for c in classes) + 2
+        folded = "checkpoint formats x act dtypes" if fam == "w4a16" else "input dtypes x scale layouts"
+        lines += ["", f"[{fam}]  cells: configs of the class each kernel accepts (over {folded})",
+                  f"{'CONFIG CLASS':<{w}}" + "".join(f"{k:>{max(len(k), 5) + 2}}" for k in fk) + "   SELECTED"]
+        for c in classes:
+            cells = "".join(f"{_cell(c['accepted'][k], c['n_configs']):>{max(len(k), 5) + 2}}" for k in fk)
+            if c["served"] == 0:
+                sel = f"GAP: no kernel ({c['n_configs']} configs)"
+            else:
+                sel = ", ".join(f"{k} {_cell(n, c['n_configs'])}" for k, n in c["selected"].items())
+                if c["gap"]:
+                    sel = f"GAP: {c['n_configs'] - c['served']}/{c['n_configs']} unserved; " + sel
+            lines.append(f"{c['class']:<{w}}{cells}   {'!! ' if c['gap'] else ''}{sel}")
+    if report["gaps"]:
+        lines += ["", "Gaps (configs no kernel serves) and why each kernel refused:"]
+        for g in report["gaps"]:
+            lines.append(f"  {g['class']}: {g['unserved']}/{g['n_configs']} configs unserved")
+            for k, reasons in _class(report, g["class"])["gap_reasons"].items():
+                for r, n in reasons.items():
+                    lines.append(f"      {k}: {r}  (x{n})")
+    else:
+        lines += ["", "Gaps: none (every swept config is served by some kernel)"]
+    if report["gaps_closed_by"]:
+        lines += ["", "Gaps closed by (classes where only that kernel serves some configs):"]
+        for k, labels in report["gaps_closed_by"].items():
+            lines.append(f"  {k}: {', '.join(labels)}")
+    lines += ["", "Left out of the space on purpose:"] + [f"  {e['what']}: {e['why']}" for e in report["excluded"]]
+    return "\n".join(lines) + "\n"
+
+
+def heatmap_png(report: dict, family: str) -> bytes:
+    """PNG heatmap of config class x kernel (fraction of the class's configs each kernel accepts)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display; also keeps the CLI independent of any GUI toolkit
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    classes = [c for c in report["classes"] if c["family"] == family]
+    ks = [k for k in report["kernels"] if any(k in c["accepted"] for c in classes)]
+    data = np.array([[c["accepted"][k] / c["n_configs"] for k in ks] for c in classes])
+    fig, ax = plt.subplots(figsize=(1.6 + 1.1 * len(ks), 0.9 + 0.32 * len(classes)), dpi=100)
+    ax.imshow(data, cmap="Greens", vmin=0, vmax=1, aspect="auto")
+    ax.set_xticks(range(len(ks)), ks, rotation=30, ha="right", fontsize=8)
+    ax.set_yticks(range(len(classes)), [c["class"] for c in classes], fontsize=8)
+    for i, c in enumerate(classes):
+        if c["gap"]:  # gaps stand out: red label and a red frame around the row
+            ax.get_yticklabels()[i].set_color("red")
+            ax.add_patch(plt.Rectangle((-0.5, i - 0.5), len(ks), 1, fill=False, ec="red", lw=2))
+        for j, k in enumerate(ks):
+            ax.text(j, i, _cell(c["accepted"][k], c["n_configs"]), ha="center", va="center", fontsize=7,
+                    color="white" if data[i, j] > 0.5 else "black")
+    ax.set_title(f"{family} on {report['target']}\nshare of configs accepted; red rows: gaps", fontsize=9)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+_HTML = """<!doctype html>
+<html><head><meta charset="utf-8"><title>Kernel coverage on {{ r.target }}</title>
+<style>
+body{font-family:sans-serif;margin:1.5em}table{border-collapse:collapse;margin:.5em 0}
+td,th{border:1px solid #ccc;padding:2px 6px;font-size:13px}td.all{background:#c7e9c0}
+td.some{background:#fdd49e}tr.gap td.label{color:#b00;font-weight:bold}tr.gap{background:#fee}
+code{background:#f4f4f4}
+</style></head><body>
+<h1>Kernel coverage on {{ r.target }}</h1>
+<p>{{ r.kernels|length }} kernels ({{ r.kernels|join(", ") }}); {{ r.configs|length }} configs;
+<b>{{ r.n_unserved }}</b> served by no kernel. Swept in {{ "%.3f"|format(r.wall_time_s) }} s (gates only).</p>
+{% for fam in families %}
+<h2>{{ fam.name }}</h2>
+<img alt="heatmap {{ fam.name }}" src="data:image/png;base64,{{ fam.png }}">
+<table><tr><th>config class</th>{% for k in fam.kernels %}<th>{{ k }}</th>{% endfor %}<th>selected</th></tr>
+{% for c in fam.classes %}<tr class="{{ 'gap' if c.gap else '' }}"><td class="label">{{ c.class }}</td>
+{% for k in fam.kernels %}{% set n = c.accepted[k] %}
+<td class="{{ 'all' if n == c.n_configs else ('some' if n else '') }}">
+{{ cell(n, c.n_configs) }}</td>{% endfor %}
+<td>{% if c.served == 0 %}GAP: no kernel{% else %}{% for k, n in c.selected.items() %}{{ k }} {{ cell(n, c.n_configs) }}
+{% endfor %}{% if c.gap %} (GAP: {{ c.n_configs - c.served }} unserved){% endif %}{% endif %}</td></tr>
+{% endfor %}</table>
+{% endfor %}
+<h2>Gaps</h2>
+{% if gaps %}<ul>{% for g in gaps %}<li><b>{{ g.class }}</b>: {{ g.unserved }}/{{ g.n_configs }} unserved<ul>
+{% for k, reasons in g.reasons.items() %}{% for reason, n in reasons %}
+<li><code>{{ k }}</code>: {{ reason }} (x{{ n }})</li>
+{% endfor %}{% endfor %}</ul></li>{% endfor %}</ul>
+{% else %}<p>None: every swept config is served by some kernel.</p>{% endif %}
+{% if r.gaps_closed_by %}<h2>Gaps closed by</h2><ul>
+{% for k, labels in r.gaps_closed_by.items() %}<li><code>{{ k }}</code> alone serves some configs of:
+{{ labels|join(", ") }}</li>{% endfor %}</ul>{% endif %}
+<h2>Left out on purpose</h2><ul>{% for e in r.excluded %}<li>{{ e.what }}: {{ e.why }}</li>{% endfor %}</ul>
+<details><summary>All {{ r.configs|length }} configs</summary><table>
+<tr><th>config</th><th>selected</th><th>accepted by</th><th>refused</th></tr>
+{% for row in r.configs %}<tr class="{{ 'gap' if row.selected is none else '' }}">
+<td>{{ row.config|dictsort|map("join", "=")|join(" ") }}</td><td>{{ row.selected or "GAP" }}</td>
+<td>{{ row.accepted_by|join(", ") }}</td>
+<td>{% for k, why in row.refused.items() %}{{ k }}: {{ why }}<br>{% endfor %}</td></tr>{% endfor %}
+</table></details>
+</body></html>
+"""
+
+
+def render_html(report: dict) -> str:
+    """Self-contained HTML (jinja2, autoescaped; heatmaps inline as base64 PNG)."""
+    import jinja2
+
+    env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined)
+    fams = []
+    for fam in report["families"]:
+        classes = [c for c in report["classes"] if c["family"] == fam]
+        ks = [k for k in report["kernels"] if any(k in c["accepted"] for c in classes)]
+        png = base64.b64encode(heatmap_png(report, fam)).decode("ascii")
+        fams.append({"name": fam, "classes": classes, "kernels": ks, "png": png})
+    gaps = [{**g, "reasons": {k: list(v.items()) for k, v in _class(report, g["class"])["gap_reasons"].items()}}
+            for g in report["gaps"]]
+    return env.from_string(_HTML).render(r=report, families=fams, gaps=gaps, cell=_cell)

@@ -1,0 +1,302 @@
+"""Validate a target: run the conformance suite through pytest, then build the self-contained report.
+
+    doc, exit_code = validate(target, profile="ci", kernels=None, out_dir="report", workers=2)
+
+The suite (conformance/suite, shipped in the package) runs in a pytest subprocess (fresh interpreter,
+optional `-n` xdist workers) with --conformance-report (every check record, workers merged) and pytest's own --junitxml
+(every test's outcome and skip reason). The report document (conformance.report renders it) holds:
+environment, coverage sweep, selection ledger, per kernel x check counts and run modes, error-ratio
+samples, failures with replay lines, contract checks, skipped tests with reasons, and optionally the
+try-refused section (never counted as conformance results).
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from conformance import suite as suite_package
+from conformance.core import registry
+from conformance.core.targets import Target, detect_target
+from conformance.core.tree import ROOT as TREE_ROOT
+from references.errors import InvalidInput
+
+ROOT = TREE_ROOT  # the checkout (git facts come from here); site-packages in a non-editable install
+SUITE_DIR = Path(suite_package.__file__).resolve().parent  # the shipped suite: conformance/suite
+CONTRACT_CHECKS = ("fake_vs_real", "make_fx", "opcheck", "compile_boundary", "fusion")
+TIER_CHECKS = ("exact", "statistical")
+DEFAULT_PROFILE = "ci"  # measured: about 1.5 min on a 2-core CPU machine (docs/validation.md)
+RUN_MODE_MEANING = {
+    "device": "the real kernel ran on this machine's device (or natively in torch)",
+    "interpreter": "the real Triton kernel source ran in Triton's CPU interpreter (TRITON_INTERPRET=1)",
+    "model": "the real kernel did NOT run: its plain-torch model of the same operands ran instead",
+}
+
+
+# ---- environment -------------------------------------------------------------------------------------
+
+def _git(*args) -> str | None:
+    try:
+        p = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def environment(target: Target, profile: str) -> dict:
+    """Versions, device, target, how Triton runs, interpreter fixes, git commit, date."""
+    import torch
+    import triton
+
+    from conformance.core import interpreter_fixes
+    from conformance.core.runtime import interpreting
+
+    here = detect_target()
+    gpu = torch.cuda.is_available()
+    dirty = _git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "device": torch.cuda.get_device_name(0) if gpu else f"no GPU; CPU {_cpu_name()}",
+        "detected_target": str(here),
+        "target": str(target),
+        "arch": target.arch or platform.machine(),
+        "simulated": target != here,
+        "triton_mode": "interpreter (TRITON_INTERPRET=1)" if interpreting() else "device",
+        "interpreter_fixes": interpreter_fixes.status(),
+        "git_commit": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(dirty) if dirty is not None else None,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "profile": profile,
+    }
+
+
+# ---- running the suite -------------------------------------------------------------------------------
+
+def suite_command(target: Target, profile: str, kernels: str | None, report_json: Path, junit: Path,
+                  workers: int | str | None, plugins=(), paths=None) -> list[str]:
+    """The pytest command line validate runs (printed in the report so a person can rerun it)."""
+    cmd = [sys.executable, "-m", "pytest", *[str(p) for p in (paths or [SUITE_DIR])], "-q", "-p",
+           "conformance.pytest_plugin", "-p", "no:cacheprovider", "-o", "junit_family=xunit2", "--rootdir", str(ROOT),
+           "--conformance-target", str(target),
+           "--conformance-profile", profile, "--conformance-report", str(report_json), "--junitxml", str(junit)]
+    if kernels:
+        cmd += ["--conformance-kernels", kernels]
+    for p in plugins:
+        cmd += ["--conformance-plugin", p]
+    if workers not in (None, 0, "0"):
+        cmd += ["-n", str(workers)]
+    return cmd
+
+
+def run_suite(cmd: list[str], log_path: Path) -> tuple[int, float]:
+    """Run pytest as a subprocess with its output in `log_path`; returns (exit code, seconds)."""
+    if not SUITE_DIR.is_dir():
+        raise InvalidInput("suite", str(SUITE_DIR), "the installed conformance.suite package (validate runs it)")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    t0 = time.perf_counter()
+    with open(log_path, "w") as log:
+        p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return p.returncode, time.perf_counter() - t0
+
+
+def parse_junit(path: Path) -> list[dict]:
+    """Every testcase: {"test", "outcome" (passed/failed/error/skipped), "message", "time"}."""
+    if not path.exists():
+        return []
+    out = []
+    for tc in ET.parse(path).getroot().iter("testcase"):
+        outcome, message = "passed", ""
+        for tag, name in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
+            el = tc.find(tag)
+            if el is not None:
+                outcome, message = name, (el.get("message") or (el.text or "")).strip()
+                break
+        cls = tc.get("classname", "")
+        out.append({"test": f"{cls}::{tc.get('name', '')}" if cls else tc.get("name", ""), "outcome": outcome,
+                    "message": message[:2000], "time": float(tc.get("time") or 0)})
+    return out
+
+
+def _test_kernel(test: str, names: set[str]) -> str | None:
+    """The kernel a parametrized test id names, e.g. test_x[rdna3_w4a16-exact] -> rdna3_w4a16."""
+    if "[" not in test:
+        return None
+    params = test[test.index("[") + 1:test.rindex("]")].split("-")
+    return next((p for p in params if p in names), None)
+
+
+# ---- summarising records -----------------------------------------------------------------------------
+
+def dedup(records: list[dict]) -> list[dict]:
+    """The last record per (kernel, check, case id): hypothesis replays of one case count once."""
+    last = {}
+    for i, r in enumerate(records):
+        last[(r["kernel"], r["check"], r.get("case_id") or f"#{i}")] = r
+    return list(last.values())
+
+
+def summarize(records: list[dict], tests: list[dict], kernels: list[str]) -> dict:
+    """Per kernel x check: counts, cases, run modes, ratio samples; failures; contract results; skips."""
+    recs = dedup(records)
+    cells: dict[tuple, dict] = {}
+    for r in recs:
+        c = cells.setdefault((r["kernel"], r["check"]), {
+            "kernel": r["kernel"], "check": r["check"], "pass": 0, "fail": 0, "error": 0, "skip": 0,
+            "cases": set(), "run_modes": set(), "max_ratio": None, "skip_reasons": Counter()})
+        c[r["outcome"]] += 1
+        if r.get("case_id"):
+            c["cases"].add(r["case_id"])
+        if r.get("run_mode") and r["outcome"] != "skip":  # a skipped check did not run in any mode
+            c["run_modes"].add(r["run_mode"])
+        if r["outcome"] == "skip" and r.get("detail"):
+            c["skip_reasons"][r["detail"]] += 1
+        mr = (r.get("metrics") or {}).get("max_ratio")
+        if r["check"] == "statistical" and isinstance(mr, (int, float)):
+            c["max_ratio"] = mr if c["max_ratio"] is None else max(c["max_ratio"], mr)
+    names = set(kernels) | {r["kernel"] for r in recs}
+    # suite tests skipped before any record (the gate accepts nothing here): a skip cell with its reason
+    for t in tests:
+        k = _test_kernel(t["test"], names)
+        if k is None or t["outcome"] != "skipped":
+            continue
+        tier = next((p for p in TIER_CHECKS if f"-{p}]" in t["test"]), None)
+        check = tier or t["test"].split("::")[-1].split("[")[0].removeprefix("test_")
+        if (k, check) in cells and cells[(k, check)]["pass"] + cells[(k, check)]["fail"]:
+            continue
+        c = cells.setdefault((k, check), {"kernel": k, "check": check, "pass": 0, "fail": 0, "error": 0, "skip": 0,
+                                          "cases": set(), "run_modes": set(), "max_ratio": None,
+                                          "skip_reasons": Counter()})
+        c["skip"] += 1
+        c["skip_reasons"][t["message"].removeprefix("Skipped: ")] += 1
+    rows = []
+    for _, c in sorted(cells.items(), key=lambda kv: (kv[0][0], _check_order(kv[0][1]))):
+        rows.append({**c, "cases": len(c["cases"]), "run_modes": sorted(c["run_modes"]),
+                     "skip_reasons": dict(c["skip_reasons"].most_common())})
+    ratios = defaultdict(list)
+    for r in recs:
+        mr = (r.get("metrics") or {}).get("max_ratio")
+        if r["check"] == "statistical" and isinstance(mr, (int, float)):
+            ratios[r["kernel"]].append({"ratio": mr, "run_mode": r.get("run_mode"), "family": r.get("family")})
+    # one failure per (kernel, check): the last failing record, which for a hypothesis test is the shrunk
+    # (minimal) example it replays last; the other failing cases it tried while shrinking are counted
+    last_bad: dict[tuple, dict] = {}
+    n_bad: Counter = Counter()
+    for r in recs:
+        if r["outcome"] in ("fail", "error"):
+            last_bad[(r["kernel"], r["check"])] = r
+            n_bad[(r["kernel"], r["check"])] += 1
+    failures = [{"kernel": r["kernel"], "check": r["check"], "outcome": r["outcome"], "case_id": r.get("case_id"),
+                 "run_mode": r.get("run_mode"), "replay": r.get("replay", ""), "detail": r.get("detail", "")[:1500],
+                 "failing_cases": n_bad[key]}
+                for key, r in sorted(last_bad.items())]
+    recorded_fail_tests = {f["kernel"] for f in failures}
+    test_failures = [t for t in tests if t["outcome"] in ("failed", "error")
+                     and _test_kernel(t["test"], names) not in recorded_fail_tests]
+    contracts = [{"kernel": r["kernel"], "check": r["check"], "outcome": r["outcome"], "run_mode": r.get("run_mode"),
+                  "case_id": r.get("case_id"), "seconds": (r.get("metrics") or {}).get("seconds"),
+                  "detail": r.get("detail", "")[:600]}
+                 for r in recs if r["check"] in CONTRACT_CHECKS]
+    contracts.sort(key=lambda r: (r["kernel"], CONTRACT_CHECKS.index(r["check"]), r["case_id"] or ""))
+    test_counts = Counter(t["outcome"] for t in tests)
+    n_fail = sum(1 for r in rows if r["fail"] + r["error"]) + len(test_failures)  # failing checks
+    kernels_seen = sorted({r["kernel"] for r in rows} | set(kernels))
+    return {"cells": rows, "ratios": dict(ratios), "failures": failures, "test_failures": test_failures,
+            "contracts": contracts, "tests": dict(test_counts), "n_records": len(records),
+            "n_results": len(recs), "n_kernels": len(kernels_seen), "kernels": kernels_seen,
+            "n_checks": len(rows), "n_failures": n_fail,
+            "skipped_tests": [t for t in tests if t["outcome"] == "skipped"]}
+
+
+def _check_order(check: str) -> tuple:
+    order = TIER_CHECKS + CONTRACT_CHECKS
+    return (order.index(check) if check in order else len(order), check)
+
+
+# ---- the whole run -----------------------------------------------------------------------------------
+
+def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | None = None,
+             out_dir: str | os.PathLike = "report", junitxml: str | None = None, workers=None,
+             try_refused: bool = False, plugins=(), progress=None, paths=None) -> tuple[dict, int]:
+    """Run the suite for `target`, build the report document, write report.json and report.html.
+
+    `paths` narrows the suite to some of its files (tests use it). Returns (document, exit code): 0 when
+    every check passed, 1 when any failed or errored (or pytest
+    itself failed), 2 when the suite produced no report at all."""
+    from conformance.cases.profiles import get_profile
+    from conformance.reports import coverage, report
+
+    get_profile(profile)  # bad names raise InvalidInput before anything runs
+    say = progress or (lambda msg: None)
+    t0 = time.perf_counter()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    suite_json = out / "suite-records.json"
+    junit = Path(junitxml) if junitxml else out / "junit.xml"
+    junit.parent.mkdir(parents=True, exist_ok=True)
+    for stale in (suite_json, junit):
+        stale.unlink(missing_ok=True)
+    ks = registry.resolve_kernels(kernels) if kernels else registry.all_kernels()
+    names = [k.name for k in ks]
+    cmd = suite_command(target, profile, kernels, suite_json, junit, workers, plugins, paths)
+    say(f"running the conformance suite for {target} (profile {profile}, "
+        f"{'-n ' + str(workers) if workers not in (None, 0, '0') else 'one process'}); log: {out / 'pytest.log'}")
+    rc, suite_s = run_suite(cmd, out / "pytest.log")
+    say(f"suite finished in {suite_s:.1f} s (pytest exit code {rc})")
+    import json
+
+    suite = json.loads(suite_json.read_text()) if suite_json.exists() else None
+    tests = parse_junit(junit)
+    records = suite["records"] if suite else []
+    summary = summarize(records, tests, names)
+    doc = {
+        "title": f"Conformance validation of {target}",
+        "environment": environment(target, profile),
+        "command": " ".join(cmd),
+        "pytest_exit_code": rc,
+        "suite_seconds": round(suite_s, 1),
+        "coverage": coverage.sweep(target, ks),
+        "selection": suite["selection"] if suite else [],
+        "summary": summary,
+        "run_mode_meaning": RUN_MODE_MEANING,
+        "records": records,
+        "records_produced": suite.get("produced") if suite else None,  # made by the suite's processes
+        "junit": str(junit),
+    }
+    if try_refused:
+        from conformance.reports.try_refused import try_refused as run_try_refused
+
+        say("running --try-refused (gates bypassed; not conformance results)")
+        doc["try_refused"] = run_try_refused(ks, target)
+    doc["environment"]["wall_time_s"] = round(time.perf_counter() - t0, 1)
+    if suite is None:
+        code = 2
+        doc["problem"] = (f"pytest (exit code {rc}) wrote no conformance report: see {out / 'pytest.log'}")
+    elif rc not in (0, 1) or summary["n_failures"] or rc == 1:
+        code = 1
+    else:
+        code = 0
+    doc["exit_code"] = code
+    suite_json.unlink(missing_ok=True)  # its records are in report.json
+    report.write_report(out, doc)
+    return doc, code

@@ -1,0 +1,1 @@
+"""The conformance test modules, shipped in the package: `pytest --pyargs conformance.suite`."""
