@@ -317,11 +317,11 @@ class PlainDequantDeclared:
     dtype; the act-dtype GEMM may reduce in the act dtype (torch's default allows it on CUDA), so the
     accumulation is declared in the act dtype: the gate is looser than for fp32-accumulating kernels."""
 
-    def dequant_dtype(self, config) -> torch.dtype:
-        return getattr(torch, config.dtype)
+    def numerics(self, config, M=None):
+        from conformance.core.kernel import Numerics
 
-    def accumulation(self, config):
-        return getattr(torch, config.dtype), None, None
+        act = getattr(torch, config.dtype)
+        return Numerics(dequant_dtype=act, accumulation=(act, None, None))
 
 
 def gate_w4a16(kernel, config, y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, R: torch.Tensor,
@@ -342,7 +342,7 @@ def gate_fp8(kernel, x: torch.Tensor, out, group_size: int, fp8_dtype: str) -> G
     from conformance.checks.harness import _fp8_spacing
     from references.fp8 import FP8_MAX, fp8_group_quant_reference
 
-    policy = getattr(kernel, "zero_group_policy", "triton")
+    policy = (kernel.numerics(None).zero_group_policy or "triton")
     if not (isinstance(out, (tuple, list)) and len(out) == 2):
         return Gate(False, f"output is {type(out).__name__}, not (q, scales)")
     q, s = (t.detach().cpu() for t in out)

@@ -238,8 +238,8 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
                 continue
             xl = xs(len(sets))
             calls = [lambda o=o, xx=xx, k=k: k.apply(o, xx) for o, xx in zip(sets, xl)]
-            if hasattr(k, "last_launch_config"):
-                row["tiles"] = dict(k.last_launch_config)
+            if k.launch_config() is not None:
+                row["tiles"] = k.launch_config()
             rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
             _say(opts, f"[w4a16 {shape.name} M={M}] {name}: {rows[-1].get('graph_us')} us graph, "
                        f"{rows[-1].get('eager_us')} us eager, {rows[-1].get('roofline_frac')} of roofline")

@@ -164,6 +164,10 @@ class Fp8GroupQuantTriton(Kernel):
     def load(self, config, _unused=None) -> Fp8QuantParams:
         return params_from_config(config)
 
+    def launch_config(self) -> dict:
+        """The last launch's grid and tile (rows x groups per program), for the compile-boundary check."""
+        return last_launch_config()
+
     def apply(self, p: Fp8QuantParams, x: torch.Tensor):
         check_input(x, p)
         return self.op(x, p.group_size, p.torch_fp8, p.fp8_max, p.eps, p.ue8m0, p.column_major_scales)

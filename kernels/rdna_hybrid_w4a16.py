@@ -380,7 +380,7 @@ class RDNAHybridW4A16(Kernel):
         """How the Triton path runs here (the route every M > 5 takes); see run_mode_for for a given call."""
         return "model" if triton_availability() is not None else triton_run_mode()
 
-    def last_launch_config(self) -> dict:
+    def launch_config(self) -> dict:
         """The last call's dispatch path ('triton', 'gemv_hip', 'gemv_model'), run mode, shape and tiles."""
         return dict(LAST_LAUNCH)
 

@@ -564,8 +564,7 @@ class TritonW4A16Base(Kernel):
     def accumulate_dtype(self, config) -> torch.dtype:
         return torch.float32
 
-    @property
-    def last_launch_config(self) -> dict:
+    def launch_config(self) -> dict:
         return last_launch_config()
 
     def load(self, checkpoint, config=None) -> TritonW4A16Operands:

@@ -107,7 +107,7 @@ def _w4a16_table(kernel_name: str, target: Target, tier: str, k_max: int, n_max:
     out = []
     n_probe = sorted({8, 64 if n_max >= 64 else 8, n_max // 8 * 8})
     for wt in W4A16_WEIGHT_TYPES:
-        cap = min(k_max, _exact_k_cap(wt), k.exact_tier_max_k or k_max) if tier == "exact" else k_max
+        cap = min(k_max, _exact_k_cap(wt), k.numerics(None).exact_tier_max_k or k_max) if tier == "exact" else k_max
         for gk in GROUP_KINDS:
             for ao in (False, True):
                 for dt in ACT_DTYPE_NAMES:
@@ -249,7 +249,7 @@ def suite_target(kernel, target, tier: str, profile=None):
     k, t = _kernel(kernel), _target(target)
     if has_cases(k, t, tier, profile) or t != detect_target():
         return t
-    if type(k).model is registry.Kernel.model:  # no model of its own: nothing can run off its hardware
+    if not k.has_model:  # no model of its own: nothing can run off its hardware
         return t
     for name in SIMULATION_TARGETS:
         sim = _target(name)

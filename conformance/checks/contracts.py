@@ -488,10 +488,7 @@ def _post_grad_nodes(graph, op):
 
 
 def last_launch(kernel: Kernel) -> dict | None:
-    cfg = getattr(kernel, "last_launch_config", None)
-    if cfg is None:
-        return None
-    return dict(cfg() if callable(cfg) else cfg)
+    return kernel.launch_config()
 
 
 def _tiles(cfg: dict | None) -> dict | None:
@@ -543,7 +540,7 @@ def check_compile_boundary(kernel: Kernel, sample: Sample, prefill_m: int | None
                                   "the tile choice was traced and frozen by compile")
         detail["tiles_distinguish_prefill_decode"] = _tiles(cfg_pre_eager) != _tiles(cfg_dec_eager)
     else:
-        detail["tiles"] = "kernel exposes no last_launch_config; tile check not applicable"
+        detail["tiles"] = "kernel reports no launch_config(); tile check not applicable"
     for what, a, b in (("prefill", y_pre_comp, y_pre_eager), ("decode", y_dec_comp, y_dec_eager)):
         if not _bits_equal(a, b):
             raise ContractFailure(f"kernel={kernel.name}: compiled {what} output differs from eager (bitwise)")

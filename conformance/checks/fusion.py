@@ -145,7 +145,7 @@ def _clean(gm):
 
 
 def _policy(kernel) -> str:
-    return "native" if getattr(kernel, "zero_group_policy", "triton") == "native" else "triton"
+    return "native" if (kernel.numerics(None).zero_group_policy or "triton") == "native" else "triton"
 
 
 def _can_trace(kernel) -> bool:

@@ -87,7 +87,7 @@ def _execution(kernel: registry.Kernel, target: Target) -> tuple[str | None, str
         if mode == "device" and target.is_gpu and target != detect_target():
             mode = "model"
         return mode, ""
-    if type(kernel).model is registry.Kernel.model:
+    if not kernel.has_model:
         return None, f"cannot run here and has no model: {why}"
     return "model", why
 
@@ -132,12 +132,12 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
     config = case.config()
     refusal = k.can_implement(config, t)
     mode, why = _execution(k, t)
-    if mode not in (None, "model") and case.family == "w4a16" and hasattr(k, "run_mode_for"):
+    if mode not in (None, "model") and case.M is not None:
         # kernels that dispatch on the runtime shape (the hybrid's HIP GEMV vs Triton skinny) say per call
         mode = k.run_mode_for(case.M, case.K, t)
         if mode == "device" and t.is_gpu and t != detect_target():
             mode = "model"
-    no_exact = exact_tier_unjudgeable(k, mode, t) if case.tier == "exact" else None
+    no_exact = exact_tier_unjudgeable(k, mode, t, config) if case.tier == "exact" else None
     if refusal is not None:
         v.detail = f"gate refuses on {t}: {refusal}"
     elif no_exact:
@@ -162,24 +162,26 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
     return v
 
 
-def exact_tier_unjudgeable(kernel, mode: str | None = None, target: Target | None = None) -> str | None:
+def exact_tier_unjudgeable(kernel, mode: str | None = None, target: Target | None = None,
+                           config=None) -> str | None:
     """Why the exact tier cannot judge `kernel` (None if it can): an fp8 kernel whose declared convention
     (e.g. AITER's reciprocal multiplies and fp8 max 240) has no bit-exact reference, or a kernel that declares
     `device_inexact_reason` for runs on a GPU (mode 'device', GPU target). Such runs are judged in the
     statistical tier."""
     from references.fp8 import ZERO_GROUP_POLICIES
 
-    if mode == "device" and target is not None and target.is_gpu and getattr(kernel, "device_inexact_reason", None):
-        return f"exact tier not applicable on a device: {kernel.device_inexact_reason}; judged in the statistical tier"
-    policy = getattr(kernel, "zero_group_policy", None)
+    num = kernel.numerics(config)
+    if mode == "device" and target is not None and target.is_gpu and num.device_inexact_reason:
+        return f"exact tier not applicable on a device: {num.device_inexact_reason}; judged in the statistical tier"
+    policy = num.zero_group_policy
     if kernel.family == "fp8_group_quant" and policy is not None and policy not in ZERO_GROUP_POLICIES:
         return (f"exact tier not applicable: zero_group_policy={policy!r} has no bit-exact reference "
                 f"(reference conventions: {list(ZERO_GROUP_POLICIES)}); judged in the statistical tier")
     return None
 
 
-def _determinism(k, mode, operands, x, first, check: bool) -> tuple[bool, str]:
-    if not (check and k.deterministic):
+def _determinism(k, mode, operands, x, first, check: bool, config=None, M=None) -> tuple[bool, str]:
+    if not (check and k.numerics(config, M).deterministic):
         return True, ""
     second = _to_cpu(_call(k, mode, operands, x))
     if _bits_equal(first, second):
@@ -208,14 +210,14 @@ def _run_w4a16(case: Case, k, config, mode: str, check_det: bool) -> tuple[Compa
     if not isinstance(y, torch.Tensor) or tuple(y.shape) != want or y.dtype != act:
         got = (tuple(y.shape), y.dtype) if isinstance(y, torch.Tensor) else type(y)
         return Comparison(False, {}, f"output {got} is not {want} {act}"), ""
-    same, note = _determinism(k, mode, operands, xd, y, check_det)
+    same, note = _determinism(k, mode, operands, xd, y, check_det, config, case.M)
     y_ref = reference_gemm(x, w)
     if case.tier == "exact":
         cmp = compare_exact(y, y_ref.to(act))
     else:
         W64 = w.dequantize(torch.float64)
         # act-order kernels permute K, so natural-order block partials are not theirs: the model falls back
-        cmp = compare_statistical(y, y_ref, abs_bound(x, w), error_model_for(k, config, act), case.K,
+        cmp = compare_statistical(y, y_ref, abs_bound(x, w), error_model_for(k, config, act, case.M), case.K,
                                   R=l2_bound(x, W64), xw=None if case.act_order else (x, W64))
     cmp.metrics["deterministic"] = same
     return Comparison(cmp.ok and same, cmp.metrics, cmp.detail), note
@@ -234,7 +236,7 @@ def _run_fp8(case: Case, k, config, mode: str, check_det: bool) -> tuple[Compari
 
     x = fp8_activations(case.tokens, case.hidden, case.dtype, case.regime, case.seed, case.group_size,
                         case.fp8_dtype)
-    policy = getattr(k, "zero_group_policy", "triton")
+    policy = k.numerics(config, case.tokens).zero_group_policy or "triton"
     params = k.load(config)
     dev = _device_for(mode)
     xd = x.to(dev)
@@ -243,7 +245,7 @@ def _run_fp8(case: Case, k, config, mode: str, check_det: bool) -> tuple[Compari
     out = _to_cpu(out)
     # a kernel with its own convention (no reference policy) is compared with the reference's scale formula at
     # its declared fp8_max, statistical tier only (exact_tier_unjudgeable)
-    own = exact_tier_unjudgeable(k) is not None
+    own = exact_tier_unjudgeable(k, config=config) is not None
     fp8_max = float(params.fp8_max) if own else FP8_MAX[case.fp8_dtype]
     if own:
         amax = x.float().reshape(case.tokens, -1, case.group_size).abs().amax(-1)
@@ -268,7 +270,7 @@ def _run_fp8(case: Case, k, config, mode: str, check_det: bool) -> tuple[Compari
     if case.column_major_scales and case.tokens > 1 and G > 1 and tuple(col_strides) != (1, case.tokens):
         why = f"scales strides {tuple(col_strides)}, expected column-major (1, {case.tokens})"
         return Comparison(False, {}, why), ""
-    same, note = _determinism(k, mode, params, xd, out, check_det)
+    same, note = _determinism(k, mode, params, xd, out, check_det, config, case.tokens)
     if not bool(torch.isfinite(s).all()):
         return Comparison(False, {"deterministic": same}, "scales contain NaN/inf"), note
     qf = q.to(torch.float64)

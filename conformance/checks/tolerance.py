@@ -37,9 +37,10 @@ the running sum, about 2^-11 * S / 2 for normal data, while the accumulation all
 only once per 32-wide K tile makes 32x fewer roundings and sits near the bound; that bug needs
 the exact tier (partial sums above 2^11 units) to be caught reliably.
 
-Blocked accumulation (Kernel.accumulation(config) = (inner, B, outer), B < K): blocks of B consecutive K-terms
-are summed in `inner`, and the P = ceil(K/B) block partials p_j are each rounded to `outer` and added in `outer`
-in any order (split-K partials added by atomics, e.g. rdna3_w4a16: fp32 splits of 256 summed in fp16/bf16).
+Blocked accumulation (Kernel.numerics(config, M).accumulation = (inner, B, outer), B < K): blocks of B
+consecutive K-terms are summed in `inner`, and the P = ceil(K/B) block partials p_j are each rounded to `outer`
+and added in `outer` in any order (split-K partials added by atomics, e.g. rdna3_w4a16: fp32 splits of 256
+summed in fp16/bf16).
 Charging that kernel c*sqrt(K)*u_outer*S (as if every one of K terms were added in `outer`) is ~100x loose: a
 truly narrow-accumulating kernel would pass. The accumulation term is instead
     c*sqrt(B)*u_inner*S + c*u_outer*sqrt(sum_j p_j^2 + sum_{j=2..P} T_j^2):
@@ -137,10 +138,11 @@ def block_partials(x: torch.Tensor, W: torch.Tensor, block: int) -> torch.Tensor
     return torch.stack([x64[:, k0:k0 + block] @ w64[k0:k0 + block] for k0 in range(0, x.shape[1], block)])
 
 
-def error_model_for(kernel, config, out_dtype: torch.dtype) -> ErrorModel:
-    """The model from the kernel's declared numerics for this config (Kernel.accumulation: blocks and dtypes)."""
-    inner, block, outer = kernel.accumulation(config)
-    return ErrorModel(out_dtype, kernel.dequant_dtype(config), inner, block=block, outer_dtype=outer)
+def error_model_for(kernel, config, out_dtype: torch.dtype, M: int | None = None) -> ErrorModel:
+    """The model from the kernel's declared numerics for this config and M (Kernel.numerics: dtypes, blocks)."""
+    num = kernel.numerics(config, M)
+    inner, block, outer = num.accumulation
+    return ErrorModel(out_dtype, num.dequant_dtype or out_dtype, inner, block=block, outer_dtype=outer)
 
 
 @dataclass

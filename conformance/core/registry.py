@@ -1,7 +1,7 @@
-"""Kernel interface, registry and selection. Nothing falls back silently: every refusal has a reason.
+"""Kernel registry, plugin loading and selection. Nothing falls back silently: every refusal has a reason.
 
-A kernel is a subclass of `Kernel` registered with `@register_kernel`. Built-in kernels live in the
-repository's `kernels/` directory, imported as the package `conformance_kernels` (never as `kernels`,
+A kernel is a subclass of `conformance.core.kernel.Kernel` registered with `@register_kernel`. Built-in kernels
+live in the repository's `kernels/` directory, imported as the package `conformance_kernels` (never as `kernels`,
 a popular unrelated PyPI package). External kernels register from their own modules, loaded through
 the entry point group `conformance.kernels`, the env var CONFORMANCE_PLUGINS (comma-separated module
 names) or the pytest option `--conformance-plugin MODULE`.
@@ -14,76 +14,10 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
-
+from conformance.core.kernel import Kernel, Numerics  # noqa: F401 - re-exported: the v1 plugin path
 from conformance.core.targets import Target
 
-FAMILIES = ("w4a16", "fp8_group_quant")
-
-
-class Kernel:
-    """One kernel under test. Subclasses set the class attributes and implement the methods.
-
-    `can_implement` is pure (no hardware needed). `load` turns a checkpoint (w4a16) or a config
-    (fp8_group_quant) into the kernel's operands; `apply` runs the real kernel on them; `model` is a
-    plain-torch reading of exactly those operands, run where the kernel cannot run.
-    """
-
-    name: str = ""
-    family: str = ""
-    priority: int = 0  # higher is tried first by selection
-    deterministic: bool = True
-    gate_summary: str = ""  # one line for `conformance list`
-    op: Any = None  # the torch.library op handle, for kernels exposed as custom ops
-    # Largest K at which the kernel's output is bit-exact on exact-tier data (None: any K the data allows).
-    # A kernel that rounds partial sums to a narrow dtype (e.g. split-K partials added in fp16) declares it,
-    # and the exact tier then draws K up to it; above it the statistical tier judges the kernel.
-    exact_tier_max_k: int | None = None
-
-    def can_implement(self, config, target: Target) -> str | None:
-        """None if this kernel serves `config` on `target`, else the refusal reason."""
-        raise NotImplementedError
-
-    def availability(self, target: Target) -> str | None:
-        """None if `apply` can run here for `target`, else why not (device absent, op not built)."""
-        return None
-
-    def run_mode(self, target: Target) -> str:
-        """How `apply` would run here: 'device', 'interpreter' (Triton on CPU) or 'model'."""
-        if self.availability(target) is not None:
-            return "model"
-        return "device" if target.is_gpu else "interpreter"
-
-    def dequant_dtype(self, config) -> torch.dtype:
-        """The dtype the kernel dequantizes weights into (tolerance model's u_deq)."""
-        return torch.float16 if config.dtype == "float16" else torch.bfloat16
-
-    def accumulate_dtype(self, config) -> torch.dtype:
-        """The dtype of the kernel's dot-product accumulator (tolerance model's u_acc)."""
-        return torch.float32
-
-    def accumulation(self, config) -> tuple[torch.dtype, int | None, torch.dtype]:
-        """(inner_dtype, block, outer_dtype): the dot product is summed in blocks of `block` consecutive K-terms
-        (in the kernel's K order) in inner_dtype, then the ceil(K/block) block partials are each rounded to
-        outer_dtype and added in outer_dtype, in any order (atomics allowed). block None: one block spans K.
-
-        Default: (accumulate_dtype, None, accumulate_dtype), a single sum -- the tolerance model before
-        blocks existed, bit for bit. A kernel that rounds split-K partials to a narrow dtype declares it here,
-        so the statistical tier charges its few outer roundings instead of K narrow roundings."""
-        acc = self.accumulate_dtype(config)
-        return acc, None, acc
-
-    def load(self, source, config=None):
-        raise NotImplementedError
-
-    def apply(self, operands, x: torch.Tensor):
-        raise NotImplementedError
-
-    def model(self, operands, x: torch.Tensor):
-        raise NotImplementedError
-
-    def __repr__(self) -> str:
-        return f"<kernel {self.name} family={self.family} priority={self.priority}>"
+FAMILIES = ("w4a16", "fp8_group_quant")  # names only: the family objects live in conformance.families
 
 
 _REGISTRY: dict[str, Kernel] = {}

@@ -37,7 +37,7 @@ def _kernels(kernels) -> list[registry.Kernel]:
 
 def runnable(kernel, target: Target) -> bool:
     """True when the kernel can run here at all: available, or it has a model."""
-    return kernel.availability(target) is None or type(kernel).model is not registry.Kernel.model
+    return kernel.availability(target) is None or kernel.has_model
 
 
 def run_profile(kernels=None, target="cpu") -> dict:

@@ -57,7 +57,7 @@ def _ratio(v) -> float | None:
 def try_kernel(kernel: registry.Kernel, target: Target) -> dict:
     """Every refused corpus class of one kernel, run with the gate bypassed, grouped by refusal reason."""
     why = kernel.availability(target)
-    if why is not None and type(kernel).model is registry.Kernel.model:
+    if why is not None and not kernel.has_model:
         return {"kernel": kernel.name, "not_run": f"cannot run here and has no model: {why}", "refusals": []}
     open_k = bypassed(kernel)
     groups: dict[str, dict] = {}

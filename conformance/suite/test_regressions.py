@@ -72,8 +72,9 @@ def scenario_cases(draw, kernels, *, weight_types=("uint4", "uint4b8"), formats=
     assume(k.can_implement(case.config(), _target(kernel)) is None)
     # the exact tier holds only while the kernel's declared accumulator keeps every partial sum exact
     # (rdna3_w4a16 sums its 256-row K splits in the act dtype, so K > 256 is not an exact-tier case for it)
-    assume(case.K <= exact_tier_max_k(wt, k.accumulate_dtype(case.config())))
-    assume(k.exact_tier_max_k is None or case.K <= k.exact_tier_max_k)
+    num = k.numerics(case.config(), case.M)
+    assume(case.K <= exact_tier_max_k(wt, num.accumulate_dtype))
+    assume(num.exact_tier_max_k is None or case.K <= num.exact_tier_max_k)
     return case
 
 
@@ -214,7 +215,7 @@ def _runs_for_real(kernel, target, M: int, K: int) -> bool:
     modelled, and never for a simulated GPU target that is not this machine's (a ROCm kernel on a CUDA host)."""
     if kernel.availability(target) is not None:
         return False
-    mode = kernel.run_mode_for(M, K, target) if hasattr(kernel, "run_mode_for") else kernel.run_mode(target)
+    mode = kernel.run_mode_for(M, K, target)
     return mode != "model" and not (target.is_gpu and target != detect_target())
 
 

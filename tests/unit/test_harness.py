@@ -68,7 +68,7 @@ class NoDevice(_Derived):
 
 class NoDeviceNoModel(NoDevice):
     name = "test_no_device_no_model"
-    model = registry.Kernel.model
+    has_model = False
 
 
 @pytest.fixture

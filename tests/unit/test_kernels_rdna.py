@@ -185,7 +185,7 @@ def test_hybrid_dispatch_follows_runtime_m_and_reports_run_mode():
         y = HYB.apply(ops, x)
         assert hy.LAST_LAUNCH["path"].startswith(path) and hy.LAST_LAUNCH["M"] == M
         assert hy.LAST_LAUNCH["run_mode"] == HYB.run_mode_for(M, 64, GFX1151)
-        launch = HYB.last_launch_config()
+        launch = HYB.launch_config()
         assert ("block_k" in launch) == (path == "triton") and launch.get("block_k", 32) <= 32
         assert_bits(y, reference_gemm(x, w).to(torch.float16))
 
