@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from hypothesis import HealthCheck, settings
 from hypothesis.database import DirectoryBasedExampleDatabase
 
+from conformance.core.tree import cache_dir
 from references.errors import require
 
 DEFAULT_PROFILE = "ci"
@@ -24,7 +25,7 @@ class Profile:
     name: str
     max_examples: int
     derandomize: bool
-    database: str | None  # directory of hypothesis's example database, None for none
+    database: str | None  # example database directory under the user cache dir (core.tree.cache_dir), None: none
     m_max: int
     n_max: int
     k_max: int
@@ -44,9 +45,9 @@ PROFILES: dict[str, Profile] = {
         # ci: interpreter cost is ~7 ms per (program x K tile): M<=40, N<=128, K<=512 keep a case < 0.5 s
         Profile("ci", max_examples=6, derandomize=True, database=None,
                 m_max=40, n_max=128, k_max=512, tokens_max=33, hidden_max=1024),
-        Profile("nightly", max_examples=100, derandomize=False, database=".hypothesis/conformance",
+        Profile("nightly", max_examples=100, derandomize=False, database="hypothesis",
                 m_max=160, n_max=512, k_max=2048, tokens_max=257, hidden_max=4096),
-        Profile("exhaustive", max_examples=1000, derandomize=False, database=".hypothesis/conformance",
+        Profile("exhaustive", max_examples=1000, derandomize=False, database="hypothesis",
                 m_max=1024, n_max=4096, k_max=4096, tokens_max=1024, hidden_max=8192),
     )
 }
@@ -65,7 +66,7 @@ def register_hypothesis_profiles() -> None:
             max_examples=p.max_examples,
             derandomize=p.derandomize,
             deadline=None,
-            database=None if p.database is None else DirectoryBasedExampleDatabase(p.database),
+            database=None if p.database is None else DirectoryBasedExampleDatabase(str(cache_dir(p.database))),
             print_blob=True,
             # cases are drawn from gate-filtered choices; the suite's fixtures are per-test, not per-example
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture,

@@ -23,6 +23,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 description="Differential conformance suite for quantized LLM kernels.")
     p.add_argument("--plugin", action="append", default=[], metavar="MODULE",
                    help="import MODULE to register external kernels (repeatable; also CONFORMANCE_PLUGINS)")
+    p.add_argument("--no-entry-points", action="store_true",
+                   help="do not load plugins from installed distributions' entry points "
+                        "(also CONFORMANCE_NO_ENTRY_POINTS=1)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for mod in _command_modules():
         sp = sub.add_parser(mod.NAME, help=mod.HELP, description=mod.HELP)
@@ -37,7 +40,7 @@ def main(argv=None) -> int:
     from references.errors import InvalidInput
 
     try:
-        registry.load_all(args.plugin)
+        registry.load_all(args.plugin, entry_points=False if args.no_entry_points else None)
         return int(args._run(args) or 0)
     except (InvalidInput, registry.RegistryError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,15 +69,34 @@ def load_plugin(module: str) -> None:
     _loaded_plugins.add(module)
 
 
-def load_all(extra_plugins=()) -> None:
-    """Load built-in kernels, entry-point plugins, CONFORMANCE_PLUGINS modules and `extra_plugins`."""
+NO_ENTRY_POINTS_ENV = "CONFORMANCE_NO_ENTRY_POINTS"  # "1": do not discover entry-point plugins
+
+
+def installed_entry_points() -> list:
+    """Entry points of the `conformance.kernels` group from installed distributions only: the current directory
+    (which `python -m` puts on sys.path) is not an installation, so a stray *.dist-info there is never imported."""
+    from importlib.metadata import distributions
+
+    cwd = os.path.realpath(os.getcwd())
+    paths = [p for p in sys.path if p and os.path.realpath(p) != cwd]
+    eps = {}
+    for dist in distributions(path=paths):
+        for ep in dist.entry_points:
+            if ep.group == ENTRY_POINT_GROUP:
+                eps.setdefault(ep.name, ep)  # the first on the path wins, as for imports
+    return [eps[n] for n in sorted(eps)]
+
+
+def load_all(extra_plugins=(), *, entry_points: bool | None = None) -> None:
+    """Load built-in kernels, entry-point plugins (unless `entry_points` is False or CONFORMANCE_NO_ENTRY_POINTS=1),
+    CONFORMANCE_PLUGINS modules and `extra_plugins`."""
     global _loaded_builtin
     if not _loaded_builtin:
         _import_builtin_package()
         _loaded_builtin = True
-    from importlib.metadata import entry_points
-
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+    if entry_points is None:
+        entry_points = os.environ.get(NO_ENTRY_POINTS_ENV, "") in ("", "0")
+    for ep in installed_entry_points() if entry_points else []:
         if ep.value not in _loaded_plugins:
             try:
                 ep.load()

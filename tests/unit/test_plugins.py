@@ -112,3 +112,26 @@ def test_pytest_option(tmp_path):
     p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                        env=_subprocess_env(UNIT))
     assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
+
+
+def test_a_dist_info_in_the_current_directory_is_not_an_installation(tmp_path, monkeypatch):
+    """`python -m` puts the current directory on sys.path; a stray *.dist-info there must not be imported."""
+    _fake_distribution(tmp_path / "cwd", "example_plugin")
+    _fake_distribution(tmp_path / "site", "example_plugin")
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.syspath_prepend("")
+    monkeypatch.syspath_prepend(str(tmp_path / "cwd"))
+    assert [ep.value for ep in registry.installed_entry_points()] == []
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    eps = registry.installed_entry_points()
+    assert [(ep.name, ep.value) for ep in eps] == [("example", "example_plugin")]
+
+
+def test_entry_point_discovery_can_be_turned_off(tmp_path, monkeypatch, plugin_path):
+    _fake_distribution(tmp_path / "site", "example_plugin")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv(registry.NO_ENTRY_POINTS_ENV, "1")
+    registry.load_all()
+    assert EXAMPLE not in {k.name for k in registry.all_kernels()}
+    registry.load_all(entry_points=True)
+    assert EXAMPLE in {k.name for k in registry.all_kernels()}
