@@ -5,14 +5,14 @@
 #
 # `suite` runs the conformance suite, the regressions and the GPU kernel check on the device
 # (suite.log, kernel_check.json; the full record goes to /tmp/suite.json). A `sweep` in the same call makes the later steps use its
-# fresh table (CONFORMANCE_W4A16_TILES), not benchmarks/results/tiles_<arch>.json.
+# fresh table (CONFORMANCE_W4A16_TILES), not kernels/tiles/tiles_<arch>.json.
 #
 # One device command is limited to 10 minutes, so the usual plan is two calls:
 #   call 1: bash benchmarks/run_gpu.sh sweep   (smoke + sweep, ~8 min; returns sweep/tiles_sm90.json)
-#   copy sweep/tiles_sm90.json to benchmarks/results/ here (the kernel loads it from there), then
+#   copy sweep/tiles_sm90.json to kernels/tiles/ here (the kernel loads it from there), then
 #   call 2: bash benchmarks/run_gpu.sh bench   (smoke + bench, ~6-8 min)
 # A warm machine also keeps the sweep's table in /tmp/conformance_sweep, which `bench` uses when
-# benchmarks/results/ has none. Files back (at most 8, 2 folders deep): smoke.log, sweep.log,
+# kernels/tiles/ has none for the arch. Files back (at most 8, 2 folders deep): smoke.log, sweep.log,
 # sweep/tiles_<arch>.json, sweep/sweep_<arch>.json, bench.log, bench/bench.{json,md,png}.
 set -x
 set -o pipefail
@@ -90,11 +90,11 @@ sweep() {
 
 bench() {  # $1: families
   arch=$("$PY" -c 'import torch; m, n = torch.cuda.get_device_capability(); print(f"sm{m}{n}")')
-  if [ -z "${CONFORMANCE_W4A16_TILES:-}" ] && [ ! -f "benchmarks/results/tiles_$arch.json" ] && \
+  if [ -z "${CONFORMANCE_W4A16_TILES:-}" ] && [ ! -f "kernels/tiles/tiles_$arch.json" ] && \
      [ -f "$SWEEP_KEEP/tiles_$arch.json" ]; then
     export CONFORMANCE_W4A16_TILES="$SWEEP_KEEP/tiles_$arch.json"
   fi
-  echo "tile table: ${CONFORMANCE_W4A16_TILES:-benchmarks/results/tiles_$arch.json (or built-in defaults if absent)}"
+  echo "tile table: ${CONFORMANCE_W4A16_TILES:-kernels/tiles/tiles_$arch.json (or built-in defaults if absent)}"
   timeout "${BENCH_TIMEOUT_S:-540}" "$PY" -m conformance bench --out "$OUT/bench" --shapes "${BENCH_SHAPES:-issue}" \
     --m "${BENCH_M:-all}" --family "$1" ${BENCH_ARGS:-} 2>&1 | tee -a "$OUT/bench.log"
   echo "bench exit: $?"
@@ -109,7 +109,7 @@ sweep_fp8() {
 }
 
 suite() {
-  echo "tile table: ${CONFORMANCE_W4A16_TILES:-benchmarks/results/tiles_<arch>.json}"
+  echo "tile table: ${CONFORMANCE_W4A16_TILES:-kernels/tiles/tiles_<arch>.json}"
   timeout "${SUITE_TIMEOUT_S:-300}" "$PY" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
     --conformance-report /tmp/suite.json 2>&1 | tail -n 60 | tee "$OUT/suite.log"
   echo "suite exit: $?" | tee -a "$OUT/suite.log"
