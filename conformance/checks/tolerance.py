@@ -1,66 +1,18 @@
-"""The statistical-tier error model and the exact-tier bit comparison.
+"""The statistical-tier error model and the exact-tier bit comparison (derivation: docs/tolerance.md).
 
 Per element:  tol = u_out*|y| + c*sqrt(K)*u_acc*S + u_deq*min(S, c*R),
-S = |x| @ |W| and R = sqrt(x^2 @ W^2) (fp64), u = unit roundoff of a dtype (fp16 2^-11, bf16 2^-8,
-fp32 2^-24). Error ratio = |y_kernel - y| / tol; a verdict fails when the max ratio exceeds 1.
-Without R (tolerance(..., R=None)) the dequant term is DESIGN.md's u_deq*S.
+S = |x| @ |W| and R = sqrt(x^2 @ W^2) (fp64), c = C_ACC, u = unit roundoff of a dtype (fp16 2^-11, bf16 2^-8,
+fp32 2^-24): u_out of the output dtype, u_deq and u_acc of the kernel's declared dequant and accumulate dtypes.
+Without R (tolerance(..., R=None)) the dequant term is u_deq*S. Error ratio = |y_kernel - y| / tol; a verdict
+fails when the max ratio exceeds 1 or the output has NaN/inf the reference does not.
 
-Why these terms: u_out*|y| is the final cast of the output; u_deq*S bounds the dequantization of each
-weight into the kernel's dequant dtype (one rounding of (q - z)*s, relative <= u_deq, times |x_k|, summed);
-products of fp16/bf16 operands are exact in fp32, so the rest is the accumulation: Higham & Mary's
-probabilistic bound (SIAM J. Sci. Comput. 2019, inner products) says a sum of K terms with independent
-mean-zero rounding errors has |err| <= lambda*sqrt(K)*u_acc*S (to first order) with probability
->= 1 - 2*K*exp(-lambda^2*(1-u)^2/2); the factor K is a union bound over the K partial sums.
+Blocked accumulation (Kernel.numerics(config, M).accumulation = (inner, B, outer), B < K: blocks of B K-terms
+summed in `inner`, the P = ceil(K/B) partials rounded to `outer` and added in `outer` in any order): the
+accumulation term becomes c*sqrt(B)*u_inner*S + c*u_outer*sqrt(sum_j p_j^2 + sum_{j=2..P} T_j^2), T_j bounding
+any running sum of j partials over every order; without the exact partials (a kernel that permutes K) it is
+c*sqrt(2P-1)*u_outer*min(S, c*R).
 
-Why min(S, c*R) for the dequant term (a sharpening of DESIGN.md's u_deq*S): each weight's dequant
-rounding d_k (|d_k| <= u_deq) is fixed, but every data regime draws x sign-symmetric, so
-sum_k x_k W_k d_k is a sum of random-sign terms bounded by c*u_deq*R with the same probability as
-below (Hoeffding); u_deq*S is the worst case and stays as the cap. With u_deq*S alone an fp16
-accumulator is only ~1.5-2x over the bound at K=4096 (the two terms are the same size), which is too
-thin to be a guarantee; with the sharpened term it is ~5x over, while correct kernels' per-case max ratio
-measures median ~0.27, max 0.90 over 14700 W4A16 cases (benchmarks/results/calibration.json).
-
-Why C_ACC = 8: per element the failure probability is below 2*K*exp(-32) ~ 2.5e-14*K (1e-10 at
-K=4096; an earlier version of this note dropped the K), so over ~1e9 checked elements of a nightly run
-the union bound allows at most ~0.1 expected false failures at K=4096 and far fewer in CI (K <= 512,
-~1e6 elements). The bound is loose (union bound, worst-case magnitudes): a sequential fp32 sum of
-normal fp16 products used at most 1.7% (K=512) and 0.6% (K=4096) of the c=8 allowance over 2000 dot
-products each (numpy, measured when this note was corrected); correct kernels' max ratios near 0.9
-(calibration) can come from the deterministic output-rounding term alone (u_out*|y| is exactly half
-an ulp at the bottom of a binade). The term stays a rounding-level quantity.
-Blocked, split-K and tree summation only lower the error, so the bound holds for
-them too. It cannot mask an fp16 accumulator: such a kernel's error is a random walk of K roundings of
-the running sum, about 2^-11 * S / 2 for normal data, while the accumulation allowance is
-8*sqrt(K)*2^-24*S = 3e-5*S at K=4096 (16x smaller than 2^-11*S) and the dequant allowance is
-8*2^-11*R ~ 2^-11*S/5: a K=4096 fp16-accumulated dot product lands ~5x over the bound
-(tests/unit/test_tolerance.py measures it). Limit: a tiled kernel that rounds its accumulator to fp16
-only once per 32-wide K tile makes 32x fewer roundings and sits near the bound; that bug needs
-the exact tier (partial sums above 2^11 units) to be caught reliably.
-
-Blocked accumulation (Kernel.numerics(config, M).accumulation = (inner, B, outer), B < K): blocks of B
-consecutive K-terms are summed in `inner`, and the P = ceil(K/B) block partials p_j are each rounded to `outer`
-and added in `outer` in any order (split-K partials added by atomics, e.g. rdna3_w4a16: fp32 splits of 256
-summed in fp16/bf16).
-Charging that kernel c*sqrt(K)*u_outer*S (as if every one of K terms were added in `outer`) is ~100x loose: a
-truly narrow-accumulating kernel would pass. The accumulation term is instead
-    c*sqrt(B)*u_inner*S + c*u_outer*sqrt(sum_j p_j^2 + sum_{j=2..P} T_j^2):
-- inner: Higham & Mary per block gives c*sqrt(B)*u_inner*S_j with S_j = the block's share of S; sum_j S_j = S.
-- outer: the rounding of partial p_j costs delta_j*p_j, the j-th addition delta'_j*s_j where s_j is the running
-  sum of j partials (s_1 = 0 + p_1 is exact: P-1 roundings), all |delta| <= u_outer. Under the same model as
-  above (independent mean-zero roundings; the data fixes the magnitudes) Hoeffding bounds the 2P-1 terms by
-  c*u_outer*sqrt(sum of squared magnitudes), the same c and failure probability for the same reason.
-  The atomic order is unknown, so |s_j| is bounded over every order: T_j = min(the larger of the sums of the j
-  largest positive / j largest negative partials, |y| + T_{P-j}) (the full sum is y in every order). This needs
-  the exact block partials (fp64, from x and W: `partials`); without them (a kernel that permutes K, e.g.
-  act-order), each |p_j|, |s_j| <= min(S, c*R) -- every partial or prefix of a data-independent order is a
-  random-sign sum with l2 scale <= R (the dequant term's argument) -- giving c*sqrt(2P-1)*u_outer*min(S, c*R).
-Why not just sqrt(P)*u_outer*S: the partials are random-sign sums of size ~R (S/R ~ 0.64*sqrt(K) on normal data),
-so an S-scaled outer term is still ~20x loose at K=4096 and passes a kernel that adds all K terms in fp16.
-Measured (tests/unit/test_tolerance.py; benchmarks/results/calibration_rdna3.json, rdna3_w4a16's model through
-the harness): the correct split-K kernel's per-case max ratio has median ~0.11 (was 0.003 under the sqrt(K)
-act-dtype charge), max 0.74 (K <= 256, one split: the fp32 model); a truly fp16-accumulating variant lands at
-~1.1-2x the bound. The two differ by only ~sqrt(B/2) ~ 11x in error, so that catch is thin: it misses small
-M*N cases, and act-order cases (no partials: the min(S, c*R) fallback) are not caught at all.
+compare_exact: bit equality of the kernel output and the reference cast once to the output dtype.
 """
 from __future__ import annotations
 
