@@ -318,9 +318,10 @@ class PlainDequantDeclared:
     accumulation is declared in the act dtype: the gate is looser than for fp32-accumulating kernels."""
 
     def numerics(self, config, M=None):
+        from conformance.core.dtypes import torch_dtype
         from conformance.core.kernel import Numerics
 
-        act = getattr(torch, config.dtype)
+        act = torch_dtype(config.dtype)
         return Numerics(dequant_dtype=act, accumulation=(act, None, None))
 
 
@@ -336,27 +337,14 @@ def gate_w4a16(kernel, config, y: torch.Tensor, y_ref: torch.Tensor, S: torch.Te
     return Gate(cmp.ok, cmp.detail, {k: cmp.metrics[k] for k in ("max_ratio", "nmse")})
 
 
-def gate_fp8(kernel, x: torch.Tensor, out, group_size: int, fp8_dtype: str) -> Gate:
-    """Scales within 4 fp32 ulp of the reference under the kernel's zero-group policy, and every q
-    within one fp8 step of x / s (correct rounding gives half a step)."""
-    from conformance.checks.harness import _fp8_spacing
-    from references.fp8 import FP8_MAX, fp8_group_quant_reference
+def gate_fp8(kernel, x: torch.Tensor, out, group_size: int, fp8_dtype: str, params=None) -> Gate:
+    """The fp8 family's statistical-tier comparison (the suite's, not a copy): scales within 4 fp32 ulp of the
+    reference under the kernel's zero-group policy, and every q within one fp8 step of x / s."""
+    from conformance.core.dtypes import dtype_name
+    from conformance.families import get_family
 
-    policy = (kernel.numerics(None).zero_group_policy or "triton")
-    if not (isinstance(out, (tuple, list)) and len(out) == 2):
-        return Gate(False, f"output is {type(out).__name__}, not (q, scales)")
-    q, s = (t.detach().cpu() for t in out)
-    xc = x.detach().cpu()
-    q_ref, s_ref = fp8_group_quant_reference(xc, group_size, fp8_dtype, zero_group_policy=policy)
-    if tuple(q.shape) != tuple(q_ref.shape) or tuple(s.shape) != tuple(s_ref.shape):
-        return Gate(False, f"shapes q{tuple(q.shape)} s{tuple(s.shape)}, expected q{tuple(q_ref.shape)} "
-                           f"s{tuple(s_ref.shape)}")
-    s64, sr64 = s.double(), s_ref.double()
-    rel = float(((s64 - sr64).abs() / sr64.clamp(min=1e-45)).max()) if s.numel() else 0.0
-    fmax = FP8_MAX[fp8_dtype]
-    xs = xc.double() / s64.repeat_interleave(group_size, dim=-1)
-    steps = ((q.double() - xs.clamp(-fmax, fmax)).abs() / _fp8_spacing(xs, fp8_dtype))
-    worst = float(steps.max()) if steps.numel() else 0.0
-    ok = rel <= 4 * 2.0 ** -24 and worst <= 1.0 and not math.isnan(worst)
-    return Gate(ok, f"scales max rel err {rel:.3g} (<= 4 ulp), q max {worst:.3g} fp8 steps (<= 1) "
-                    f"(policy {policy})", {"max_ratio": worst, "scale_rel_err": rel})
+    fam = get_family(kernel.family)
+    config = fam.config_type(group_size=group_size, dtype=dtype_name(x.dtype), fp8_dtype=fp8_dtype,
+                             hidden=x.shape[-1])
+    g = fam.grade(kernel, config, x, out, kernel.load(config) if params is None else params, "statistical")
+    return Gate(g.ok, g.detail, g.metrics)

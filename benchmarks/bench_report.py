@@ -99,7 +99,9 @@ def render_markdown(report: dict) -> str:
              f"(torch copy_ {_fmt(ceil.get('torch_copy_gbps'))}), fp16 matmul {_fmt(ceil.get('peak_tflops'))} TFLOP/s. "
              "Times are medians in microseconds; graph = CUDA-graph replay (launch overhead excluded), eager = "
              "launched from Python; roofline = max(bytes / copy bandwidth, flops / matmul rate).", ""]
-    for fam, mlabel in (("w4a16", "M"), ("fp8_group_quant", "tokens")):
+    from conformance.families import all_families
+
+    for fam, mlabel in ((f.name, f.size_label) for f in all_families()):
         rows = [r for r in report["rows"] if r["family"] == fam]
         if not rows:
             continue
@@ -146,6 +148,8 @@ def plot_png(report: dict, path: Path) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
+    from conformance.families import get_family
+
     rows = _ok_rows(report)
     panels = sorted({(r["family"], r["shape"]) for r in rows})
     if not panels:
@@ -161,7 +165,7 @@ def plot_png(report: dict, path: Path) -> bool:
         ax.set_ylim(0, 1.05)
         ax.axhline(1.0, color="grey", linewidth=0.5)
         ax.set_title(f"{fam} {shape}")
-        ax.set_xlabel("tokens" if fam == "fp8_group_quant" else "M")
+        ax.set_xlabel(get_family(fam).size_label)
         ax.set_ylabel("fraction of roofline")
         ax.legend(fontsize=7)
     fig.tight_layout()

@@ -22,12 +22,12 @@ import torch
 from conformance_bench import bench
 
 from conformance.core import registry
+from conformance.core.dtypes import torch_dtype
 from conformance.core.targets import Target, detect_target
-from conformance.families.config import Fp8QuantConfig, W4A16Config
+from conformance.families import all_families, get_family
 
 ROOT = Path(__file__).resolve().parent.parent
 W4A16_WTYPE, W4A16_FORMAT = "uint4b8", "gptq_v2"
-COMPILE_PREFILL = {"w4a16": 512, "fp8_group_quant": 1024}
 COMPILE_DECODE = (1, 16)
 COMPILE_FLAG_RATIO = 1.05
 BASELINES = ("dense", "compile")
@@ -43,7 +43,7 @@ class Options:
     fp8_hidden: int = bench.FP8_HIDDEN
     baselines: tuple = BASELINES
     compile_boundary: bool = True
-    families: tuple = ("w4a16", "fp8_group_quant")
+    families: tuple = registry.FAMILIES
     seed: int = 0
     log: object = sys.stderr
 
@@ -163,23 +163,36 @@ def _timed_row(row: dict, timer, calls_graph, calls_eager, nbytes: int, flops: f
 # W4A16
 # ------------------------------------------------------------------------------------------------
 
-def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, compile_rows) -> None:
+def _bench_w4a16(fam, opts, device, target, timer, ceil, rows, compile_rows, progress) -> None:
+    """Every shape of opts.shapes; one shape's failure becomes an error row and never loses the others."""
+    for shape in opts.shapes:
+        try:
+            _w4a16_shape(fam, opts, shape, device, target, timer, ceil, rows, compile_rows)
+        except Exception as ex:  # noqa: BLE001
+            rows.append(_row(fam.name, "*", shape.name, None, shape.N, shape.K, "error",
+                             f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
+        progress()
+
+
+def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, rows, compile_rows) -> None:
     from conformance.checks.tolerance import l2_bound
     from references import codecs
     from references.codecs import operands as codec_ops
     from references.generators import random_activations, random_canonical
     from references.scalar_types import scalar_type
 
-    act = {"float16": torch.float16, "bfloat16": torch.bfloat16}[opts.dtype]
+    act = torch_dtype(opts.dtype)
     N, K = shape.N, shape.K
     ms = shape.ms or opts.ms
-    config = W4A16Config(W4A16_WTYPE, bench.W4A16_GROUP, False, opts.dtype, W4A16_FORMAT, N, K)
+    # the bench's one point of the family's config space
+    config, = fam.config_space({"N": N, "K": K}, weight_type=(W4A16_WTYPE,), group_size=(bench.W4A16_GROUP,),
+                               act_order=(False,), dtype=(opts.dtype,), format=(W4A16_FORMAT,))
     t0 = time.perf_counter()
     w = random_canonical(K, N, bench.W4A16_GROUP, W4A16_WTYPE, act, "normal", opts.seed)
     ckpt = codecs.encode(w, W4A16_FORMAT)
     W64 = w.dequantize(torch.float64).to(device)
-    _say(opts, f"[w4a16 {shape.name}] weight built in {time.perf_counter() - t0:.1f} s")
-    kernels, skipped = _kernels(opts, "w4a16", config, target)
+    _say(opts, f"[{fam.name} {shape.name}] weight built in {time.perf_counter() - t0:.1f} s")
+    kernels, skipped = _kernels(opts, fam.name, config, target)
     rows += [dict(r, shape=shape.name, N=N, K=K) for r in skipped]
     l2 = _l2_bytes(device)
     loaded = {}
@@ -189,7 +202,7 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
             n_sets = bench.rotation_sets(_nbytes(ops), l2)
             loaded[k.name] = (k, [ops] + [_clone(ops) for _ in range(n_sets - 1)])
         except Exception as ex:  # noqa: BLE001
-            rows.append(_row("w4a16", k.name, shape.name, None, N, K, "error",
+            rows.append(_row(fam.name, k.name, shape.name, None, N, K, "error",
                              f"load failed: {type(ex).__name__}: {ex}"))
     dense = None
     if "dense" in opts.baselines:
@@ -223,7 +236,7 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
         nbytes = bench.w4a16_bytes(M, N, K, bench.W4A16_GROUP, has_zeros=False, act_bytes=2)
         flops = 2.0 * M * N * K
         for name, (k, sets) in loaded.items():
-            row = _row("w4a16", name, shape.name, M, N, K, "ok")
+            row = _row(fam.name, name, shape.name, M, N, K, "ok")
             try:
                 y = k.apply(sets[0], x)
                 _sync(device)
@@ -234,22 +247,22 @@ def _w4a16_shape(opts, shape: bench.Shape, device, target, timer, ceil, rows, co
             row.update(gate=gate.detail, gate_metrics=gate.metrics)
             if not gate.ok:
                 rows.append(dict(row, status="wrong", detail=f"output fails the statistical tier: {gate.detail}"))
-                _say(opts, f"[w4a16 {shape.name} M={M}] {name}: WRONG -- {gate.detail}")
+                _say(opts, f"[{fam.name} {shape.name} M={M}] {name}: WRONG -- {gate.detail}")
                 continue
             xl = xs(len(sets))
             calls = [lambda o=o, xx=xx, k=k: k.apply(o, xx) for o, xx in zip(sets, xl)]
             if k.launch_config() is not None:
                 row["tiles"] = k.launch_config()
             rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
-            _say(opts, f"[w4a16 {shape.name} M={M}] {name}: {rows[-1].get('graph_us')} us graph, "
+            _say(opts, f"[{fam.name} {shape.name} M={M}] {name}: {rows[-1].get('graph_us')} us graph, "
                        f"{rows[-1].get('eager_us')} us eager, {rows[-1].get('roofline_frac')} of roofline")
         if dense is not None:
             xl = xs(len(dense))
             calls = [lambda wd=wd, xx=xx: torch.matmul(xx, wd) for wd, xx in zip(dense, xl)]
-            row = _row("w4a16", f"dense_{opts.dtype}", shape.name, M, N, K, "ok", baseline=True)
+            row = _row(fam.name, f"dense_{opts.dtype}", shape.name, M, N, K, "ok", baseline=True)
             rows.append(_timed_row(row, timer, calls, calls, bench.dense_bytes(M, N, K), flops, ceil))
         for name, fns in plain:
-            row = _row("w4a16", name, shape.name, M, N, K, "ok", baseline=True)
+            row = _row(fam.name, name, shape.name, M, N, K, "ok", baseline=True)
             try:
                 gate = bench.gate_w4a16(bench.PlainDequantDeclared(), config, fns[0](x), y_ref, S, R, K, act)
                 row.update(gate=gate.detail, gate_metrics=gate.metrics)
@@ -273,7 +286,7 @@ def _compile_boundary(opts, k, sets, shape_name, width, act, device, timer) -> l
 
     inductor_dirs()
     out = []
-    pre_m = COMPILE_PREFILL[k.family]
+    pre_m = get_family(k.family).bench_prefill_m
     gen = torch.Generator().manual_seed(opts.seed + 99)
     x_pre = (torch.randn((pre_m, width), generator=gen)).to(act).to(device)
     f = apply_fn(k, sets[0])
@@ -312,10 +325,23 @@ def _compile_boundary(opts, k, sets, shape_name, width, act, device, timer) -> l
 # FP8 group quant
 # ------------------------------------------------------------------------------------------------
 
-def _fp8(opts, device, target, timer, ceil, rows, compile_rows) -> None:
+def _bench_fp8_group_quant(fam, opts, device, target, timer, ceil, rows, compile_rows, progress) -> None:
+    """Every token count of opts.fp8_tokens at one hidden size; a failure becomes one error row."""
+    if not opts.fp8_tokens:
+        return
+    try:
+        _fp8(fam, opts, device, target, timer, ceil, rows, compile_rows)
+    except Exception as ex:  # noqa: BLE001
+        rows.append(_row(fam.name, "*", "", None, opts.fp8_hidden, bench.FP8_GROUP, "error",
+                         f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
+
+
+def _fp8(fam, opts, device, target, timer, ceil, rows, compile_rows) -> None:
     hidden, group = opts.fp8_hidden, bench.FP8_GROUP
-    config = Fp8QuantConfig(group_size=group, dtype="bfloat16", hidden=hidden)
-    kernels, skipped = _kernels(opts, "fp8_group_quant", config, target)
+    # the bench's one point of the family's config space
+    config, = fam.config_space({"hidden": hidden}, group_size=(group,), dtype=("bfloat16",),
+                               fp8_dtype=("float8_e4m3fn",), ue8m0=(False,), column_major_scales=(False,))
+    kernels, skipped = _kernels(opts, fam.name, config, target)
     rows += [dict(r, shape=f"{hidden}/g{group}", N=hidden, K=group) for r in skipped]
     params = {k.name: k.load(config) for k in kernels}
     native = next((k for k in kernels if k.name == "fp8_group_quant_native"), None)
@@ -331,11 +357,11 @@ def _fp8(opts, device, target, timer, ceil, rows, compile_rows) -> None:
             fn = torch.compile(lambda xx: native.apply(params[native.name], xx), dynamic=False)
             todo.append((f"{native.name}+compile", native, fn, True))
         for name, k, fn, is_base in todo:
-            row = _row("fp8_group_quant", name, f"{hidden}/g{group}", T, hidden, group, "ok", baseline=is_base)
+            row = _row(fam.name, name, f"{hidden}/g{group}", T, hidden, group, "ok", baseline=is_base)
             try:
                 out = fn(xs[0])
                 _sync(device)
-                gate = bench.gate_fp8(k, x, out, group, config.fp8_dtype)
+                gate = bench.gate_fp8(k, x, out, group, config.fp8_dtype, params=params[k.name])
             except Exception as ex:  # noqa: BLE001
                 rows.append(dict(row, status="error", detail=f"{type(ex).__name__}: {' '.join(str(ex).split())[:300]}"))
                 continue
@@ -381,21 +407,18 @@ def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None, 
         rep["targets"] = evaluate_targets(rep)
         return rep
 
-    if "w4a16" in opts.families:
-        for shape in opts.shapes:
-            try:
-                _w4a16_shape(opts, shape, device, target, timer, ceilings, rows, compile_rows)
-            except Exception as ex:  # noqa: BLE001 - one shape's failure must not lose the others
-                rows.append(_row("w4a16", "*", shape.name, None, shape.N, shape.K, "error",
-                                 f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
-            if on_progress is not None:
-                on_progress(report(False))
-    if "fp8_group_quant" in opts.families and opts.fp8_tokens:
-        try:
-            _fp8(opts, device, target, timer, ceilings, rows, compile_rows)
-        except Exception as ex:  # noqa: BLE001
-            rows.append(_row("fp8_group_quant", "*", "", None, opts.fp8_hidden, bench.FP8_GROUP, "error",
-                             f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
+    def progress():
+        if on_progress is not None:
+            on_progress(report(False))
+
+    for fam in all_families():
+        if fam.name not in opts.families:
+            continue
+        flow = globals().get(f"_bench_{fam.name}")  # each family's bench flow: `_bench_<family name>` here
+        if flow is None:
+            rows.append(_row(fam.name, "*", "", None, None, None, "error", "no bench flow for this family"))
+            continue
+        flow(fam, opts, device, target, timer, ceilings, rows, compile_rows, progress)
     return report(True)
 
 

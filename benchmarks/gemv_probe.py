@@ -1,8 +1,8 @@
 """Probe of M=1 (GEMV) designs for W4A16 on a GPU: which structure reaches the memory roofline.
 
 Every sweep config of triton_w4a16 sat on one floor (~35 us on 14336x4096, 0.85 TB/s) whatever the
-tile, path or dequant trick (benchmarks/results/h200/run6_sweep.json). This probe separates the causes
-with small stand-alone kernels, each checked bit for bit on exact data and timed under CUDA graphs:
+tile, path or dequant trick (sweep run 6: benchmarks/results/h200/sweep_sm90.json). This probe separates
+the causes with small stand-alone kernels, each checked bit for bit on exact data and timed under CUDA graphs:
 
   read     the weight words only (xor-sum per word): the floor of the [K, N/8] access pattern
   slot     no reshape: the 8 nibbles of a word stay on their own tensor axis [BK, W, 8]; fp32 FMAs into a

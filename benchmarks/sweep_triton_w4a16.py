@@ -3,7 +3,7 @@ exact-tier data (any mismatch is a bug, not rounding), the valid ones timed unde
 and the per-M-bucket winners written as the kernel's measured tile table.
 
 Usage (GPU, repo root): PYTHONPATH=. python benchmarks/sweep_triton_w4a16.py --out DIR [--budget-s 420]
-Writes DIR/tiles_<arch>.json (the table the kernel loads: copy it to benchmarks/results/) and
+Writes DIR/tiles_<arch>.json (the table the kernel loads: copy it to kernels/tiles/) and
 DIR/sweep_<arch>.json (every config's result, rewritten after each M so a crash keeps what was done).
 `--dry-run` checks the candidate lists and exact-data construction on a CPU without launching.
 
@@ -209,7 +209,7 @@ def main(argv=None) -> int:
             "triton": __import__("triton").__version__, "shapes": SHAPES, "ms": list(ms), "group_size": GROUP,
             "weight_type": "uint4b8", "dtype": "float16", "pruning": __doc__.split("Pruning")[1].strip(),
             "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-    measured_kind = tw.gpu_tile_kind(torch.device(dev))  # loads benchmarks/results/tiles_<arch>.json if any
+    measured_kind = tw.gpu_tile_kind(torch.device(dev))  # loads kernels/tiles/tiles_<arch>.json if any
     meta["previous_table"] = measured_kind != "gpu"
     t_start = time.perf_counter()
     results: list[dict] = []

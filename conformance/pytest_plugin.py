@@ -114,8 +114,10 @@ def pytest_generate_tests(metafunc):
     if "conformance_kernel_name" in metafunc.fixturenames:
         marker = metafunc.definition.get_closest_marker("conformance_family")
         if marker is None:
+            from conformance.core.registry import FAMILIES
+
             raise pytest.UsageError(f"{metafunc.definition.nodeid}: conformance_kernel_name needs "
-                                    "@pytest.mark.conformance_family('w4a16' | 'fp8_group_quant')")
+                                    f"@pytest.mark.conformance_family(NAME), NAME one of {list(FAMILIES)}")
         names = kernel_names(config, marker.args[0])
         metafunc.parametrize("conformance_kernel_name", names, ids=names)
     if "conformance_tier" in metafunc.fixturenames:
@@ -136,7 +138,9 @@ def pytest_collection_modifyitems(config, items):
 
     if not (config.getoption("--conformance-kernels") or _replay_case(config) is not None):
         return
-    wanted = {name for fam in ("w4a16", "fp8_group_quant") for name in kernel_names(config, fam)}
+    from conformance.core.registry import FAMILIES
+
+    wanted = {name for fam in FAMILIES for name in kernel_names(config, fam)}
     keep, drop = [], []
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
@@ -249,35 +253,26 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
 
 # ---- terminal summary -----------------------------------------------------------------------------------
 
-LEDGER_CLASSES = {
-    "w4a16": [dict(weight_type=wt, group_size=g, act_order=ao, dtype="float16", format="gptq_v2", N=4096, K=4096)
-              for wt in ("uint4b8", "uint4") for g in (128, -1) for ao in (False, True)],
-    "fp8_group_quant": [dict(group_size=128, dtype="bfloat16", fp8_dtype=f8, ue8m0=ue, hidden=7168)
-                        for f8 in ("float8_e4m3fn", "float8_e4m3fnuz") for ue in (False, True)],
-}
-
-
 def ledger(config) -> list[dict]:
-    """Per representative config class: the kernel selected on the target and every refusal reason."""
+    """Per representative config class (each family's `ledger_configs`): the kernel selected on the target and
+    every refusal reason."""
     from conformance.core import registry
-    from conformance.families.config import Fp8QuantConfig, W4A16Config
+    from conformance.families import all_families
 
     t = _target(config)
     out = []
-    for family, classes in LEDGER_CLASSES.items():
-        for kw in classes:
-            cfg = W4A16Config(**kw) if family == "w4a16" else Fp8QuantConfig(**kw)
+    for fam in all_families():
+        for cfg in fam.ledger_configs():
             sel = registry.select(cfg, t)
-            out.append({"family": family, "config": cfg.to_dict(), **sel.to_dict()})
+            out.append({"family": fam.name, "config": cfg.to_dict(), **sel.to_dict()})
     return out
 
 
 def _class_label(entry: dict) -> str:
-    c = entry["config"]
-    if entry["family"] == "w4a16":
-        g = "ch" if c["group_size"] == -1 else c["group_size"]
-        return f"w4a16 {c['weight_type']} g{g} {'ao' if c['act_order'] else 'noao'} {c['dtype']}"
-    return f"fp8 g{c['group_size']} {c['dtype']} {c['fp8_dtype']}{' ue8m0' if c['ue8m0'] else ''}"
+    from conformance.families import get_family
+
+    fam = get_family(entry["family"])
+    return fam.ledger_label(fam.config_type(**entry["config"]))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

@@ -139,7 +139,7 @@ def gate_hidden_multiple(config) -> str | None:
 
 
 def gate_family(config) -> str | None:
-    if getattr(config, "family", None) == "fp8_group_quant":
+    if isinstance(config, Fp8QuantConfig):
         return None
     return f"family={getattr(config, 'family', None)!r} not supported (allowed: 'fp8_group_quant')"
 

@@ -1,7 +1,7 @@
 """Shared pieces of the W4A16 kernels: upstream-style gate checks and checkpoint -> Triton operands.
 
 Gate helpers return a refusal reason (naming the field and its value) or None. The Triton operand
-contract (CONTRACTS.md section 3): b_q int32 [K, N/8] packed along N (sequential nibbles), scales
+contract (docs/formats.md, section 6): b_q int32 [K, N/8] packed along N (sequential nibbles), scales
 [G, N] in the act dtype, qzeros int32 [G, N/8] or None, zp_bias = the type's bias (8 for uint4b8,
 in which case zeros are ignored even if given).
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from conformance.core.targets import Target
-from conformance.families.config import ACT_DTYPES
+from conformance.families.config import ACT_DTYPES, W4A16Config
 from references.errors import InvalidInput
 from references.scalar_types import scalar_type
 
@@ -75,7 +75,7 @@ def first_refusal(*reasons: str | None) -> str | None:
 
 def triton_w4a16_gates(config, target: Target, allow_act_order: bool) -> str | None:
     """The upstream Triton W4A16 gate (plus cpu), with act-order optionally allowed."""
-    if config.family != "w4a16":
+    if not isinstance(config, W4A16Config):  # a config of another family
         return f"family={config.family!r} not supported (allowed: 'w4a16')"
     return first_refusal(
         gate_target_gpu_or_cpu(target),

@@ -83,7 +83,7 @@ def last_launch_config() -> dict:
 
 
 def default_tile(M: int, G: int, block_g: int) -> Fp8Tile:
-    """Measured on an H200 (benchmarks/results/h200/run8_sweep_fp8.json, 7168 hidden, group 128): one
+    """Measured on an H200 (benchmarks/results/h200/sweep_fp8.json, run 8, 7168 hidden, group 128): one
     row of 8 consecutive groups a program up to 256 tokens (more programs in flight), 2 rows to 2048,
     then 8 rows x 4 groups (~_TILE_ELEMS elements); each within 3% of the best of 16 tiles there and
     faster than torch.compile of the plain-torch route at every token count measured (1..8192)."""

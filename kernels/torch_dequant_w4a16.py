@@ -11,6 +11,7 @@ import torch
 
 from conformance.core.registry import Kernel, register_kernel
 from conformance.core.targets import Target
+from conformance.families.config import W4A16Config
 from references.weight import CanonicalWeight
 
 from ._w4a16_common import first_refusal, gate_act_dtype, gate_k_multiple_of_group, gate_n_multiple_of_8
@@ -34,7 +35,7 @@ class TorchDequantW4A16(Kernel):
     gate_summary = "any target; fp16/bf16; uint4, uint4b8, uint8, uint8b128; any group; act-order"
 
     def can_implement(self, config, target: Target) -> str | None:
-        if config.family != "w4a16":
+        if not isinstance(config, W4A16Config):  # a config of another family
             return f"family={config.family!r} not supported (allowed: 'w4a16')"
         # any type, group and act-order, but only shapes a canonical weight can hold (G = K / group_size)
         return first_refusal(gate_act_dtype(config), gate_n_multiple_of_8(config), gate_k_multiple_of_group(config))

@@ -245,9 +245,10 @@ TILE_TABLE = {
         (32, TileConfig(32, 256, 128, packed_load=True, swap_ab=True, magic=True)),
         (None, TileConfig(64, 256, 128, packed_load=True, magic=True, dequant_mm=True)),
     ],
-    # "gpu": any GPU without a measured table; the H200 sweep's winners (benchmarks/results/h200/
-    # run6_sweep_sm90.json). GEMV register budget: BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32
-    # per thread. Plain tl.dot paths stored the dequantized tile to shared memory 2 bytes at a time
+    # "gpu": any GPU without a measured table; the H200 sweep's winners (sweep run 6,
+    # benchmarks/results/h200/sweep_sm90.json). GEMV register budget:
+    # BLOCK_M*BLOCK_K*BLOCK_N / (32*num_warps) <= 64 fp32 per thread. Plain tl.dot paths stored the
+    # dequantized tile to shared memory 2 bytes at a time
     # (triton 3.6 sm90 PTX); swap_ab puts it in registers as the wgmma A operand. Above M=64 the
     # dequant pass + library GEMM beats every fused tile measured (0.9-0.98x dense at M=4096 vs 0.48x).
     "gpu": [

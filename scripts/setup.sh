@@ -3,7 +3,7 @@
 # A machine that already has torch and triton (a GPU machine) keeps them; a fresh CPU machine gets
 # torch 2.13.0 (its CPU wheel lies on disk; an unpinned torch pulls a multi-GB CUDA build) and
 # triton 3.9.0, whose interpreter (TRITON_INTERPRET=1) runs our kernels on CPU and whose known
-# interpreter numeric bugs conformance/interpreter_fixes.py patches (pinned: the patch is version-specific).
+# interpreter numeric bugs conformance/core/interpreter_fixes.py patches (pinned: the patch is version-specific).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python -m pip install -q --upgrade pip >/dev/null 2>&1 || true

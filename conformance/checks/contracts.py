@@ -1,4 +1,4 @@
-"""Contract checks for kernels exposed as torch.library custom ops (CONTRACTS.md section 7).
+"""Contract checks for kernels exposed as torch.library custom ops (why: docs/shipped-bugs.md).
 
 Each check takes a kernel (its `op` handle) and samples (operands + activations built through the
 kernel's own `load`), raises ContractFailure with a readable reason when the contract is broken, and
@@ -21,16 +21,18 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from conformance.core import results
+from conformance.core.bits import bits_equal
 from conformance.core.registry import Kernel, all_kernels
 from conformance.core.targets import Target, parse_target
-from conformance.families.config import Fp8QuantConfig, W4A16Config
+from conformance.families import get_family
 
 CHECKS = ("fake_vs_real", "make_fx", "opcheck", "compile_boundary")
+# every contract check a report shows, in its column order: these four and the fusion check (conformance.checks.fusion)
+CONTRACT_CHECKS = (*CHECKS, "fusion")
 OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic", "test_autograd_registration")
 # targets tried, in order, to find one whose gate accepts a config: gates describe the hardware a
 # config is served on, but every sample here runs on the CPU (Triton interpreter or plain torch)
 GATE_TARGETS = ("cpu", "rocm:gfx1100", "rocm:gfx1201", "cuda:90")
-PREFILL_M = {"w4a16": 512, "fp8_group_quant": 64}  # compile-boundary prefill M per family
 DECODE_M = 1
 
 # ops a wrapper may add around the kernel's op without computing anything (views and metadata)
@@ -109,18 +111,9 @@ def gate_target(kernel: Kernel, config) -> Target | None:
     return None
 
 
-def w4a16_config(spec: dict) -> W4A16Config:
-    return W4A16Config(weight_type=spec["wtype"], group_size=spec["group_size"], act_order=spec["act_order"],
-                       dtype=spec["dtype"], format=spec["format"], N=spec["N"], K=spec["K"])
-
-
-def fp8_config(spec: dict) -> Fp8QuantConfig:
-    return Fp8QuantConfig(group_size=spec["group_size"], dtype=spec["dtype"], fp8_dtype=spec["fp8_dtype"],
-                          ue8m0=spec["ue8m0"], column_major_scales=spec["column_major"], hidden=spec["K"])
-
-
 def config_for(kernel: Kernel, spec: dict):
-    return w4a16_config(spec) if kernel.family == "w4a16" else fp8_config(spec)
+    """The layer config a spec describes, for the kernel's family (`Family.contract_config`)."""
+    return get_family(kernel.family).contract_config(spec)
 
 
 def accepts(kernel: Kernel, spec: dict) -> bool:
@@ -133,22 +126,8 @@ def accepts(kernel: Kernel, spec: dict) -> bool:
 
 
 def build_sample(kernel: Kernel, spec: dict) -> Sample:
-    """Operands through the kernel's own load (w4a16: canonical weight -> codec -> load), seeded activations."""
-    from references.generators import random_activations, random_canonical
-
-    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}[spec["dtype"]]
-    seed = spec["seed"]
-    if kernel.family == "w4a16":
-        from references import codecs
-
-        w = random_canonical(spec["K"], spec["N"], spec["group_size"], spec["wtype"], dtype, "normal", seed,
-                             act_order=spec["act_order"])
-        operands = kernel.load(codecs.encode(w, spec["format"]), w4a16_config(spec))
-        x = random_activations(spec["M"], spec["K"], dtype, "normal", seed)
-    else:
-        operands = kernel.load(fp8_config(spec))
-        gen = torch.Generator().manual_seed(seed)
-        x = (torch.randn((spec["M"], spec["K"]), generator=gen) * 3).to(dtype)
+    """Operands through the kernel's own load and seeded activations (`Family.contract_inputs`)."""
+    operands, x = get_family(kernel.family).contract_inputs(kernel, spec)
     return _on_kernel_device(Sample(operands, x, dict(spec)))
 
 
@@ -472,11 +451,7 @@ def compile_with_inductor(f: Callable, inputs: list) -> tuple[Any, CompiledCall]
 
 
 def _bits_equal(a, b) -> bool:
-    la, lb = _leaves(a), _leaves(b)
-    return len(la) == len(lb) and all(
-        x.shape == y.shape and x.dtype == y.dtype
-        and torch.equal(x.contiguous().view(torch.uint8), y.contiguous().view(torch.uint8))
-        for x, y in zip(la, lb))
+    return bits_equal(_leaves(a), _leaves(b))
 
 
 def _post_grad_nodes(graph, op):
@@ -501,7 +476,7 @@ def check_compile_boundary(kernel: Kernel, sample: Sample, prefill_m: int | None
     graphs; after compiling at prefill M, a decode (M=1) call of the compiled graph launches the tile
     config eager launches for M=1; compiled outputs equal eager outputs bit for bit."""
     op = op_overload(kernel)
-    prefill_m = prefill_m or PREFILL_M[kernel.family]
+    prefill_m = prefill_m or get_family(kernel.family).prefill_m
     pre = with_m(kernel, sample, prefill_m)
     dec = with_m(kernel, sample, DECODE_M)
     f = apply_fn(kernel, sample.operands)

@@ -1,4 +1,7 @@
-"""`list`: every registered kernel with its family, priority, availability here (and why not) and gates."""
+"""`list`: every registered kernel with its family, priority, availability here (and why not) and gates.
+
+The gate column is derived from each kernel's own `can_implement` (the family's `gate_summary` probes its config
+space on a set of targets), so it cannot drift from the gate; the kernel's free-text `gate_note` follows it."""
 from __future__ import annotations
 
 import json
@@ -6,7 +9,7 @@ import json
 from conformance.cli import _args
 
 NAME = "list"
-HELP = "list registered kernels: family, priority, availability here, gate summary"
+HELP = "list registered kernels: family, priority, availability here, gate summary (derived from the gate)"
 
 
 def add_arguments(parser) -> None:
@@ -18,6 +21,7 @@ def add_arguments(parser) -> None:
 def kernel_rows(target, family=None) -> list[dict]:
     """One dict per registered kernel (priority order): what `list` prints."""
     from conformance.core import registry
+    from conformance.families import get_family
 
     rows = []
     for k in registry.all_kernels(family):
@@ -26,7 +30,8 @@ def kernel_rows(target, family=None) -> list[dict]:
             "name": k.name, "family": k.family, "priority": k.priority,
             "available": why is None, "unavailable_reason": why,
             "run_mode": k.run_mode(target), "deterministic": k.deterministic,
-            "custom_op": k.op is not None, "gate_summary": k.gate_summary or "(no gate summary declared)",
+            "custom_op": k.op is not None, "gate_summary": get_family(k.family).gate_summary(k),
+            "gate_note": k.gate_note,
         })
     return rows
 
@@ -43,9 +48,12 @@ def run(args) -> int:
         return 0
     w = max(len(r["name"]) for r in rows)
     wf = max(len(r["family"]) for r in rows)
-    print(f"{'KERNEL':<{w}}  {'FAMILY':<{wf}}  PRIO  RUNS HERE    GATES")
+    print(f"{'KERNEL':<{w}}  {'FAMILY':<{wf}}  PRIO  RUNS HERE    GATES (derived from can_implement)")
+    pad = " " * (w + wf + 23)
     for r in rows:
         print(f"{r['name']:<{w}}  {r['family']:<{wf}}  {r['priority']:>4}  {r['run_mode']:<11}  {r['gate_summary']}")
+        if r["gate_note"]:
+            print(f"{pad}note: {r['gate_note']}")
         if not r["available"]:
             # model mode still tests the load step; say why the real kernel cannot run
             print(f"{'':<{w}}  not available here: {r['unavailable_reason']}")

@@ -16,8 +16,6 @@ HELP = "select the kernel for a config on a target and say why every other kerne
 # config field -> the flag that sets it, so errors name what the user typed
 _FLAG = {"weight_type": "--weight-type", "group_size": "--group-size", "dtype": "--dtype", "format": "--format",
          "N": "--n", "K": "--k", "N, K": "--n, --k", "fp8_dtype": "--fp8-dtype", "hidden": "--hidden"}
-_W4A16_ONLY = ("weight_type", "act_order", "format", "n", "k")
-_FP8_ONLY = ("fp8_dtype", "ue8m0", "column_major_scales", "hidden")
 
 
 def add_arguments(parser) -> None:
@@ -54,26 +52,18 @@ def _reject_foreign(args, names, family) -> None:
 
 
 def build_config(args):
-    """The W4A16Config or Fp8QuantConfig the flags describe; bad values raise InvalidInput naming the flag."""
-    from conformance.families.config import ACT_DTYPES, Fp8QuantConfig, W4A16Config
-    from references.scalar_types import SCALAR_TYPES
+    """The layer config the flags describe (the family's `config_from_args`); flags another family reads are
+    refused, and bad values raise InvalidInput naming the flag."""
+    from conformance.families import all_families, get_family
 
-    family = _args.check_family(args.family)
+    fam = get_family(_args.check_family(args.family))
     if args.group_size is None:
         raise InvalidInput("--group-size", None, "an integer (w4a16: -1 for channelwise or > 0; fp8: > 0)")
     try:
-        if family == "w4a16":
-            _reject_foreign(args, _FP8_ONLY, family)
-            if args.weight_type is None:
-                raise InvalidInput("--weight-type", None, f"one of {sorted(SCALAR_TYPES)}")
-            kw = {k: v for k, v in (("format", args.format), ("N", args.n), ("K", args.k)) if v is not None}
-            if args.dtype not in ACT_DTYPES:  # checked here too so the message lists only what w4a16 allows
-                raise InvalidInput("dtype", args.dtype, f"one of {sorted(ACT_DTYPES)}")
-            return W4A16Config(args.weight_type, args.group_size, bool(args.act_order), args.dtype, **kw)
-        _reject_foreign(args, _W4A16_ONLY, family)
-        kw = {k: v for k, v in (("fp8_dtype", args.fp8_dtype), ("hidden", args.hidden)) if v is not None}
-        return Fp8QuantConfig(args.group_size, args.dtype, ue8m0=bool(args.ue8m0),
-                              column_major_scales=bool(args.column_major_scales), **kw)
+        foreign = [f for other in all_families() if other is not fam for f in other.cli_fields
+                   if f not in fam.cli_fields]
+        _reject_foreign(args, foreign, fam.name)
+        return fam.config_from_args(args)
     except InvalidInput as e:
         if e.field in _FLAG:
             raise InvalidInput(_FLAG[e.field], e.value, e.allowed) from None

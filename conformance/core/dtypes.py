@@ -28,3 +28,10 @@ def act_dtype(name: str) -> torch.dtype:
     """The torch dtype of a W4A16 activation dtype name (float16 or bfloat16)."""
     require(name in ACT_DTYPES, "dtype", name, f"one of {sorted(ACT_DTYPES)}")
     return ACT_DTYPES[name]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """The name of a torch dtype in INPUT_DTYPES or FP8_DTYPES (the inverse of torch_dtype)."""
+    names = {v: k for k, v in {**INPUT_DTYPES, **FP8_DTYPES}.items()}
+    require(dtype in names, "dtype", dtype, f"one of {list(names)}")
+    return names[dtype]

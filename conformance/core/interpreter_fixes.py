@@ -72,6 +72,12 @@ _PATCHES = (
 )
 
 
+def interpreting() -> bool:
+    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1). Defined here, below
+    conformance.core.runtime (which re-exports it and calls apply()), so neither module imports the other back."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 def status() -> dict:
     """What was patched, on which triton, and why not if not: a plain dict for reports."""
     with _lock:
@@ -86,8 +92,6 @@ def _set_status(applied: bool, reason: str, patches=()) -> dict:
 
 def apply() -> dict:
     """Patch the interpreter builder once (idempotent); a no-op off the interpreter. Returns status()."""
-    from conformance.core.runtime import interpreting
-
     with _lock:
         if _originals:
             return dict(_status)

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 
+from conformance.core import interpreter_fixes
+from conformance.core.interpreter_fixes import interpreting  # the one definition; runtime.interpreting is public
+
 
 def gpu_present() -> bool:
     import torch
@@ -14,18 +17,11 @@ def gpu_present() -> bool:
     return torch.cuda.is_available()
 
 
-def interpreting() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1)."""
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
-
-
 def configure_triton() -> None:
     """Use the interpreter when no GPU is present; under it, apply the interpreter numeric fixes."""
     if "TRITON_INTERPRET" not in os.environ and not gpu_present():
         os.environ["TRITON_INTERPRET"] = "1"
     if interpreting():
-        from conformance.core import interpreter_fixes
-
         interpreter_fixes.apply()
 
 

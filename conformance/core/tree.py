@@ -13,7 +13,10 @@ import sys
 from pathlib import Path
 
 TREE_PACKAGES = {"conformance_kernels": "kernels", "conformance_bench": "benchmarks"}
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout; in a non-editable install, site-packages
+# a checkout (or an editable install of one); site-packages has no pyproject.toml, and its `kernels/` or
+# `benchmarks/` directory, if any, is another distribution (the PyPI `kernels` hub), never ours
+IN_CHECKOUT = (ROOT / "pyproject.toml").is_file()
 
 
 def import_tree_package(name: str):
@@ -21,7 +24,7 @@ def import_tree_package(name: str):
     if name in sys.modules:
         return sys.modules[name]
     d = ROOT / TREE_PACKAGES[name]
-    if not (d / "__init__.py").is_file():
+    if not IN_CHECKOUT or not (d / "__init__.py").is_file():
         return importlib.import_module(name)
     spec = importlib.util.spec_from_file_location(name, d / "__init__.py", submodule_search_locations=[str(d)])
     if spec is None:  # pragma: no cover - spec_from_file_location on an existing file always gives one

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import torch
 
-from conformance.cases.ids import FP8_REGIMES
+from conformance.core.dtypes import torch_dtype
 from references.fp8 import FP8_DTYPES, FP8_MAX
 from references.generators import DATA_REGIMES, generator, random_activations
 
-_DT = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+FP8_ONLY_REGIMES = ("saturation", "fp8_boundaries")  # activation regimes only fp8 cases draw
+FP8_REGIMES = DATA_REGIMES + FP8_ONLY_REGIMES  # every regime fp8_activations draws: the family's regimes
 
 
 def _fp8_grid(fp8_dtype: str) -> torch.Tensor:
@@ -37,7 +38,7 @@ def fp8_activations(tokens: int, hidden: int, dtype: str, regime: str, seed: int
     """x [tokens, hidden] in `dtype` for an fp8 regime, drawn from `seed` only."""
     if regime not in FP8_REGIMES:
         raise ValueError(f"regime={regime!r} is invalid; allowed: {list(FP8_REGIMES)}")
-    act = _DT[dtype]
+    act = torch_dtype(dtype)
     G = hidden // group_size
     if regime in DATA_REGIMES and regime != "all_zero_groups":
         return random_activations(tokens, hidden, act, regime, seed)

@@ -1,12 +1,15 @@
 """The W4A16 family: weight-only int4 (and int8) quantized linear layers, y = x @ W with fp16/bf16 activations."""
 from __future__ import annotations
 
+import functools
+import math
 from dataclasses import asdict, dataclass
 
-from conformance.core.dtypes import ACT_DTYPES
-from conformance.families.base import Family
+from conformance.core.dtypes import ACT_DTYPES, LONG, SHORT, torch_dtype
+from conformance.families.base import PROBE_TARGETS, CaseField, Exclusion, Family, Grade
 from references.checkpoint import CHECKPOINT_FORMATS
-from references.errors import require
+from references.errors import InvalidInput, require
+from references.generators import DATA_REGIMES
 from references.scalar_types import SCALAR_TYPES
 
 
@@ -44,6 +47,292 @@ class W4A16Family(Family):
 
     name = "w4a16"
     config_type = W4A16Config
+    regimes = DATA_REGIMES  # references.generators' weight and activation regimes; "exact" is the exact tier's
+    case_fields = (
+        CaseField("M", "M", int, "rows of x (tokens), positive"),
+        CaseField("N", "N", int, "output columns, a positive multiple of 8"),
+        CaseField("K", "K", int, "input columns, a positive multiple of the group size"),
+        CaseField("g", "group_size", int, "quantization group size along K, positive; `ch` = channelwise (-1)",
+                  fmt=lambda g: "ch" if g == -1 else str(g), parse=lambda t: -1 if t == "ch" else int(t)),
+        CaseField("wt", "weight_type", tuple(SCALAR_TYPES), "quantized weight type (`b8`/`b128`: symmetric bias)"),
+        CaseField("ao", "act_order", bool, "act-order: g_idx permutes rows into groups (not with fmt=awq)",
+                  default=False),
+        CaseField("dt", "dtype", tuple(ACT_DTYPES), "activation dtype", fmt=SHORT.__getitem__,
+                  parse=LONG.__getitem__),
+        CaseField("fmt", "format", tuple(CHECKPOINT_FORMATS), "checkpoint format the weight is encoded in"),
+    )
+    # M3-N64-K256-g32-uint4-ao-fp16-gptq_v1-<regime>-<tier>-s<seed>
+    legacy_id_fields = ((0, "M", r"M([0-9]+)"), (1, "N", r"N([0-9]+)"), (2, "K", r"K([0-9]+)"),
+                        (3, "group_size", r"g([0-9]+|ch)"), (4, "weight_type", r"([A-Za-z0-9_]+)"),
+                        (5, "act_order", {"ao": "1", "noao": "0"}), (6, "dtype", r"([A-Za-z0-9_]+)"),
+                        (7, "format", r"([A-Za-z0-9_]+)"))
+
+    def validate_case(self, case) -> None:
+        """W4A16 rules across fields: M, N, K positive, N % 8 == 0, group_size -1 or a positive divisor of K,
+        no act-order with AWQ, and the exact tier only on exact-regime data (every partial sum exact in fp32)."""
+        require(case.tier != "exact" or case.regime == "exact", "regime", case.regime,
+                "'exact' when family='w4a16' and tier='exact' (only exact-regime data is exactly representable)")
+        for f in ("M", "N", "K"):
+            require(getattr(case, f) > 0, f, getattr(case, f), "a positive int")
+        require(case.N % 8 == 0, "N", case.N, "a positive multiple of 8")
+        g = case.group_size
+        require(g == -1 or g > 0, "group_size", g, "-1 (channelwise, written g=ch) or a positive int")
+        require(g == -1 or case.K % g == 0, "K", case.K, f"a multiple of group_size={g}")
+        require(not (case.act_order and case.format == "awq"), "act_order", case.act_order,
+                "False for format='awq' (AWQ checkpoints have no g_idx)")
+
+    def config_from_case(self, case) -> W4A16Config:
+        """The layer config a gate judges (M, the row count, is not part of a layer config)."""
+        return W4A16Config(weight_type=case.weight_type, group_size=case.group_size, act_order=case.act_order,
+                           dtype=case.dtype, format=case.format, N=case.N, K=case.K)
+
+    # ---- the config space ------------------------------------------------------------------------------------
+    # group_size "K": one explicit group spanning K (group_size == K); -1: channelwise
+    axes = (("weight_type", ("uint4", "uint4b8", "uint8", "uint8b128")),
+            ("group_size", (-1, 32, 64, 128, 256, "K")),
+            ("act_order", (False, True)),
+            ("dtype", tuple(ACT_DTYPES)),
+            ("format", tuple(CHECKPOINT_FORMATS)))
+    exclusions = (
+        Exclusion("w4a16 channelwise (group_size -1) with act-order",
+                  "one group spans K, so g_idx is all zeros and act-order changes nothing (vLLM drops desc_act there)",
+                  lambda c: c.act_order and c.group_size == -1),
+        Exclusion("w4a16 awq with act-order", "AWQ checkpoints carry no g_idx",
+                  lambda c: c.act_order and c.format == "awq"),
+    )
+    probe_shapes = ({"N": 64, "K": 256}, {"N": 256, "K": 512}, {"N": 4096, "K": 4096})
+    summary_all = ("format",)
+    size_label = "M"
+    folded = "checkpoint formats x act dtypes"
+    prefill_m = 512
+    bench_prefill_m = 512
+    cli_fields = ("weight_type", "act_order", "format", "n", "k")
+    WEIGHT_TYPES_4BIT = ("uint4", "uint4b8")
+    WEIGHT_TYPES_8BIT = ("uint8", "uint8b128")
+    COVERAGE_GROUPS = (-1, 32, 64, 128, 256)
+
+    def config(self, cls, N: int = 4096, K: int = 4096) -> W4A16Config:
+        """The layer config of a class at N x K (group kind "K" becomes group_size K)."""
+        return W4A16Config(weight_type=cls.weight_type, group_size=K if cls.group_size == "K" else cls.group_size,
+                           act_order=cls.act_order, dtype=cls.dtype, format=cls.format, N=N, K=K)
+
+    def class_label(self, config) -> str:
+        g = "channelwise" if config.group_size == -1 else f"g{config.group_size}"
+        return f"{config.weight_type} {g} {'act-order' if config.act_order else 'no act-order'}"
+
+    def ledger_configs(self) -> list:
+        return self.config_space(weight_type=("uint4b8", "uint4"), group_size=(128, -1), dtype=("float16",),
+                                 format=("gptq_v2",))
+
+    def ledger_label(self, config) -> str:
+        g = "ch" if config.group_size == -1 else config.group_size
+        return f"w4a16 {config.weight_type} g{g} {'ao' if config.act_order else 'noao'} {config.dtype}"
+
+    def representative_config(self) -> W4A16Config:
+        return W4A16Config(weight_type="uint4b8", group_size=128, act_order=False, dtype="float16", N=64, K=256)
+
+    def claims_8bit(self, kernels, target) -> bool:
+        """True if any of `kernels` accepts some 8-bit config on `target` or a probe target."""
+        from conformance.core.targets import parse_target
+
+        ks = [k for k in kernels if k.family == self.name]
+        probes = [target] + [parse_target(t) for t in PROBE_TARGETS]
+        cfgs = self.config_space(weight_type=self.WEIGHT_TYPES_8BIT, group_size=self.COVERAGE_GROUPS,
+                                 dtype=("float16",), format=("gptq_v2",))
+        return any(k.can_implement(c, t) is None for k in ks for t in probes for c in cfgs)
+
+    def coverage_configs(self, kernels, target, N: int = 4096, K: int = 4096, **_) -> tuple[list, list]:
+        """4-bit types always, 8-bit types only when some kernel claims them; formats nested inside dtypes."""
+        wts = self.WEIGHT_TYPES_4BIT + (self.WEIGHT_TYPES_8BIT if self.claims_8bit(kernels, target) else ())
+        configs = self.config_space({"N": N, "K": K}, ("weight_type", "group_size", "act_order", "format", "dtype"),
+                                    weight_type=wts, group_size=self.COVERAGE_GROUPS)
+        return configs, [{"what": e.what, "why": e.why} for e in self.exclusions]
+
+    # ---- strategies --------------------------------------------------------------------------------------------
+    # the order of these values fixes which case a seed draws: reordering them changes every drawn case
+    STRATEGY_VALUES = {"weight_type": ("uint4b8", "uint4"), "group_size": (128, -1, 32, 64, 256, "K")}
+
+    def tier_regimes(self, tier: str) -> tuple:
+        """The exact tier draws exact-regime data only (every partial sum exact in fp32); the statistical tier
+        every realistic regime."""
+        return ("exact",) if tier == "exact" else self.regimes[1:]
+
+    def accepted_classes(self, kernel, target, tier: str, profile) -> list:
+        return [c for c, _ in _w4a16_table(self, kernel.name, target, tier, profile.k_max, profile.n_max)]
+
+    def draw_case(self, draw, kernel, target, tier: str, profile) -> dict:
+        from hypothesis import assume
+        from hypothesis import strategies as st
+
+        from conformance.families.draws import m_values, seeds
+
+        table = _w4a16_table(self, kernel.name, target, tier, profile.k_max, profile.n_max)
+        if not table:
+            raise ValueError(f"kernel={kernel.name!r} accepts no w4a16 class on target={target} "
+                             f"within profile {profile.name}")
+        cls, ks = draw(st.sampled_from(table))
+        K = draw(st.sampled_from(ks))
+        ns = [N for N in range(8, profile.n_max + 1, 8) if kernel.can_implement(self.config(cls, N, K), target) is None]
+        assume(ns)  # rare: the gate accepted K only for some N in the probe set
+        N = draw(st.sampled_from(ns))
+        config = self.config(cls, N, K)
+        return {"regime": draw(st.sampled_from(self.tier_regimes(tier))), "seed": draw(seeds()),
+                "group_size": config.group_size, "dtype": cls.dtype, "M": draw(m_values(profile.m_max)), "N": N,
+                "K": K, "weight_type": cls.weight_type, "act_order": cls.act_order, "format": cls.format}
+
+    def any_case_fields(self):
+        from hypothesis import strategies as st
+
+        from conformance.families.draws import n_values, seeds
+
+        return st.builds(
+            lambda tier, reg, seed, gs_mult, gk, M, N, wt, ao, dt, fmt: dict(
+                regime="exact" if tier == "exact" else reg, tier=tier, seed=seed, group_size=-1 if gk == -1 else gk,
+                dtype=dt, M=M, N=N, K=(gk if gk > 0 else 8) * gs_mult, weight_type=wt, act_order=ao and fmt != "awq",
+                format=fmt),
+            st.sampled_from(("exact", "statistical")), st.sampled_from(self.regimes), seeds(), st.integers(1, 64),
+            st.sampled_from((-1, 8, 32, 64, 128, 256, 24)), st.integers(1, 4096), n_values(8192),
+            st.sampled_from(tuple(SCALAR_TYPES)), st.booleans(), st.sampled_from(tuple(ACT_DTYPES)),
+            st.sampled_from(CHECKPOINT_FORMATS))
+
+    # ---- corpus --------------------------------------------------------------------------------------------------
+    # (M, N, K, tier, regime): decode row, odd multi-row tail, two N tiles; K = 512 gives group 256 two groups
+    CORPUS_SHAPES = ((3, 64, 256, "exact", "exact"), (17, 64, 512, "statistical", "normal"),
+                     (1, 128, 256, "statistical", "outlier_channels"), (33, 64, 512, "statistical", "heavy_tailed"))
+    # formats rotated over a class's cases so every checkpoint codec feeds every kernel's load step
+    CORPUS_FORMATS = ("gptq_v2", "compressed_tensors", "awq", "gptq_v1")
+
+    def corpus_classes(self) -> list[tuple]:
+        """weight type x group x act-order x dtype (formats rotate over a class's cases)."""
+        out = []
+        for c in self.config_classes(weight_type=("uint4b8", "uint4"), group_size=(-1, 32, 128, 256),
+                                     format=("gptq_v2",)):
+            gl = "ch" if c.group_size == -1 else f"g{c.group_size}"
+            label = f"{c.weight_type} {gl} {'ao' if c.act_order else 'noao'} {c.dtype}"
+            out.append((label, (("weight_type", c.weight_type), ("group_size", c.group_size),
+                                ("act_order", c.act_order), ("dtype", c.dtype))))
+        return out
+
+    def corpus_case_fields(self, fields: dict, seed0: int) -> list[dict]:
+        out = []
+        for i, (M, N, K, tier, regime) in enumerate(self.CORPUS_SHAPES):
+            fmt = "gptq_v2" if fields["act_order"] else self.CORPUS_FORMATS[(seed0 + i) % len(self.CORPUS_FORMATS)]
+            out.append(dict(regime=regime, tier=tier, seed=seed0 + i, M=M, N=N, K=K, format=fmt, **fields))
+        return out
+
+    # ---- running and grading ------------------------------------------------------------------------------------
+    def exact_unjudgeable(self, numerics) -> str | None:
+        return None  # exact-regime data makes every W4A16 kernel's output exact (up to exact_tier_max_k)
+
+    def run(self, case, kernel, config, ex) -> tuple:
+        """Canonical weight and activations from the seed, encoded in the case's format, loaded by the kernel;
+        exact tier: bit equality with the fp64 reference rounded once; statistical: the declared error model."""
+        import torch
+
+        from references import codecs
+        from references.gemm import abs_bound, reference_gemm
+        from references.generators import random_activations, random_canonical
+
+        act = torch_dtype(case.dtype)
+        w = random_canonical(case.K, case.N, case.group_size, case.weight_type, act, case.regime, case.seed,
+                             act_order=case.act_order)
+        x = random_activations(case.M, case.K, act, case.regime, case.seed)
+        # GPTQ v1 cannot store z = 0 (it stores z - 1): encode with the int32 borrow real v1 checkpoints
+        # carry, so every kernel reading v1 is tested on it
+        policy = {"v1_zero_policy": "borrow"} if case.format == "gptq_v1" else {}
+        operands = kernel.load(codecs.encode(w, case.format, **policy))
+        xd = x.to(ex.device)
+        y = ex.to_cpu(ex.call(operands, xd))
+        want = (case.M, case.N)
+        if not isinstance(y, torch.Tensor) or tuple(y.shape) != want or y.dtype != act:
+            got = (tuple(y.shape), y.dtype) if isinstance(y, torch.Tensor) else type(y)
+            return Grade(False, {}, f"output {got} is not {want} {act}"), ""
+        same, note = ex.determinism(operands, xd, y, config, case.M)
+        y_ref = reference_gemm(x, w)
+        tol = ex.tolerance
+        if case.tier == "exact":
+            cmp = tol.compare_exact(y, y_ref.to(act))
+        else:
+            W64 = w.dequantize(torch.float64)
+            # act-order kernels permute K, so natural-order block partials are not theirs: the model falls back
+            cmp = tol.compare_statistical(y, y_ref, abs_bound(x, w), tol.error_model_for(kernel, config, act, case.M),
+                                          case.K, R=tol.l2_bound(x, W64), xw=None if case.act_order else (x, W64))
+        cmp.metrics["deterministic"] = same
+        return Grade(cmp.ok and same, cmp.metrics, cmp.detail), note
+
+    # ---- contract checks and the CLI ----------------------------------------------------------------------------
+    def contract_config(self, spec: dict) -> W4A16Config:
+        return W4A16Config(weight_type=spec["wtype"], group_size=spec["group_size"], act_order=spec["act_order"],
+                           dtype=spec["dtype"], format=spec["format"], N=spec["N"], K=spec["K"])
+
+    def contract_inputs(self, kernel, spec: dict) -> tuple:
+        """Canonical weight -> codec -> the kernel's own load; seeded normal activations."""
+        from references import codecs
+        from references.generators import random_activations, random_canonical
+
+        dtype, seed = torch_dtype(spec["dtype"]), spec["seed"]
+        w = random_canonical(spec["K"], spec["N"], spec["group_size"], spec["wtype"], dtype, "normal", seed,
+                             act_order=spec["act_order"])
+        operands = kernel.load(codecs.encode(w, spec["format"]), self.contract_config(spec))
+        return operands, random_activations(spec["M"], spec["K"], dtype, "normal", seed)
+
+    def contract_specs(self):
+        """Small specs: multi-tile N, split-K decode rows, odd M tails (act-order AWQ does not exist)."""
+        from hypothesis import strategies as st
+
+        return st.fixed_dictionaries({
+            "M": st.sampled_from([1, 3, 17, 33]), "K": st.sampled_from([128, 256]), "N": st.sampled_from([64, 264]),
+            "group_size": st.sampled_from([32, 64, 128, -1]), "wtype": st.sampled_from(["uint4b8", "uint4"]),
+            "dtype": st.sampled_from(["float16", "bfloat16"]), "act_order": st.booleans(),
+            "format": st.sampled_from(["gptq_v2", "awq", "compressed_tensors"]), "seed": st.integers(0, 2**16),
+        }).filter(lambda s: not (s["act_order"] and s["format"] == "awq"))
+
+    def contract_representatives(self) -> tuple:
+        base = {"M": 5, "K": 256, "N": 256, "group_size": 128, "wtype": "uint4", "dtype": "float16",
+                "act_order": False, "format": "gptq_v2", "seed": 1}
+        return base, dict(base, act_order=True)
+
+    def contract_alternates(self, spec: dict, accepts) -> list:
+        """The other dtype and the no-zeros (uint4b8) path, when the gate accepts them."""
+        alt = dict(spec, dtype="bfloat16", wtype="uint4b8", M=1)
+        return [alt] if accepts(alt) else []
+
+    def config_from_args(self, args) -> W4A16Config:
+        """The config `select`'s flags describe; a missing or bad value raises InvalidInput naming the field."""
+        if args.weight_type is None:
+            raise InvalidInput("--weight-type", None, f"one of {sorted(SCALAR_TYPES)}")
+        kw = {k: v for k, v in (("format", args.format), ("N", args.n), ("K", args.k)) if v is not None}
+        if args.dtype not in ACT_DTYPES:  # checked here too so the message lists only what w4a16 allows
+            raise InvalidInput("dtype", args.dtype, f"one of {sorted(ACT_DTYPES)}")
+        return W4A16Config(args.weight_type, args.group_size, bool(args.act_order), args.dtype, **kw)
+
+
+def _k_candidates(group_kind, k_max: int) -> list[int]:
+    """K values (multiples of 8 and of the group) up to k_max, smallest first; K == group first."""
+    if group_kind == "K" or group_kind == -1:
+        return list(range(8, k_max + 1, 8))
+    step = group_kind * 8 // math.gcd(group_kind, 8)
+    return list(range(step, k_max + 1, step))
+
+
+@functools.cache
+def _w4a16_table(family, kernel_name: str, target, tier: str, k_max: int, n_max: int) -> tuple:
+    """((class, (K, ...)), ...) for every strategy class with at least one gate-accepted K (gates are pure)."""
+    from conformance.core import registry
+    from references.generators import exact_tier_max_k
+
+    k = registry.get_kernel(kernel_name)
+    out = []
+    n_probe = sorted({8, 64 if n_max >= 64 else 8, n_max // 8 * 8})
+    for cls in family.config_classes(**family.STRATEGY_VALUES):
+        cap = k_max
+        if tier == "exact":
+            cap = min(k_max, exact_tier_max_k(cls.weight_type), k.numerics(None).exact_tier_max_k or k_max)
+        ks = tuple(K for K in _k_candidates(cls.group_size, cap)
+                   if any(k.can_implement(family.config(cls, N, K), target) is None for N in n_probe))
+        if ks:
+            out.append((cls, ks))
+    return tuple(out)
 
 
 FAMILY = W4A16Family()

@@ -7,77 +7,23 @@ from __future__ import annotations
 
 import base64
 import io
-import itertools
 import time
 from collections import Counter, defaultdict
 
 from conformance.core import registry
-from conformance.core.targets import Target, parse_target
-from conformance.families.config import Fp8QuantConfig, W4A16Config
-from references.checkpoint import CHECKPOINT_FORMATS
-
-WEIGHT_TYPES_4BIT = ("uint4", "uint4b8")
-WEIGHT_TYPES_8BIT = ("uint8", "uint8b128")
-GROUP_SIZES = (-1, 32, 64, 128, 256)  # -1 = channelwise
-ACT_DTYPES = ("float16", "bfloat16")
-FP8_GROUP_SIZES = (32, 64, 128)
-FP8_INPUT_DTYPES = ("float16", "bfloat16", "float32")
-FP8_DTYPES = ("float8_e4m3fn", "float8_e4m3fnuz")
-# Targets probed to decide whether any kernel claims 8-bit weight types at all (beyond the swept one).
-PROBE_TARGETS = ("cpu", "cuda:sm80", "cuda:sm90", "rocm:gfx942", "rocm:gfx1100", "rocm:gfx1151", "rocm:gfx1201")
-
-# Combinations left out of the space on purpose; reported in every sweep so nothing vanishes silently.
-EXCLUDED = [
-    {"what": "w4a16 channelwise (group_size -1) with act-order",
-     "why": "one group spans K, so g_idx is all zeros and act-order changes nothing (vLLM drops desc_act there)"},
-    {"what": "w4a16 awq with act-order", "why": "AWQ checkpoints carry no g_idx"},
-]
+from conformance.core.targets import parse_target
+from conformance.families import all_families, get_family
+from conformance.families.base import PROBE_TARGETS  # noqa: F401 - the targets gate summaries probe
 
 
-def _excluded(weight_type: str, group_size: int, act_order: bool, fmt: str) -> bool:
-    return act_order and (group_size == -1 or fmt == "awq")
-
-
-def w4a16_configs(weight_types=WEIGHT_TYPES_4BIT, N: int = 4096, K: int = 4096) -> list[W4A16Config]:
-    """weight type x group size x act-order x checkpoint format x act dtype, in a fixed order."""
-    out = []
-    for wt, gs, ao, fmt, dt in itertools.product(weight_types, GROUP_SIZES, (False, True), CHECKPOINT_FORMATS,
-                                                 ACT_DTYPES):
-        if not _excluded(wt, gs, ao, fmt):
-            out.append(W4A16Config(wt, gs, ao, dt, fmt, N=N, K=K))
-    return out
-
-
-def fp8_configs(hidden: int = 7168, fp8_dtypes=FP8_DTYPES) -> list[Fp8QuantConfig]:
-    """fp8 dtype x group size x UE8M0 scales x input dtype x scale layout, in a fixed order."""
-    return [Fp8QuantConfig(gs, dt, fp8, ue8m0=ue, column_major_scales=cm, hidden=hidden)
-            for fp8, gs, ue, dt, cm in itertools.product(fp8_dtypes, FP8_GROUP_SIZES, (False, True),
-                                                         FP8_INPUT_DTYPES, (False, True))]
-
-
-def platform_fp8_dtypes(target: Target) -> tuple[str, ...]:
-    """The fp8 dtypes a model asks for on `target`: e4m3fnuz on gfx94x, e4m3fn on other GPUs, both on cpu
-    (CONTRACTS.md section 6). Sweeping the other one would report gaps no model can hit."""
-    if target.is_cpu:
-        return FP8_DTYPES
-    return ("float8_e4m3fnuz",) if target.gfx_family == "gfx94" else ("float8_e4m3fn",)
-
-
-def claims_8bit(kernels, target: Target) -> bool:
+def claims_8bit(kernels, target) -> bool:
     """True if any of `kernels` accepts some 8-bit w4a16-family config on `target` or a probe target."""
-    ks = [k for k in kernels if k.family == "w4a16"]
-    probes = [target] + [parse_target(t) for t in PROBE_TARGETS]
-    cfgs = [W4A16Config(wt, gs, ao, "float16", "gptq_v2")
-            for wt, gs, ao in itertools.product(WEIGHT_TYPES_8BIT, GROUP_SIZES, (False, True))]
-    return any(k.can_implement(c, t) is None for k in ks for t in probes for c in cfgs)
+    return any(getattr(fam, "claims_8bit", None) and fam.claims_8bit(kernels, target) for fam in all_families())
 
 
 def config_class(config) -> str:
-    """The row label configs are grouped by (formats and act dtypes are folded into one row)."""
-    if config.family == "w4a16":
-        g = "channelwise" if config.group_size == -1 else f"g{config.group_size}"
-        return f"{config.weight_type} {g} {'act-order' if config.act_order else 'no act-order'}"
-    return f"{config.fp8_dtype} g{config.group_size}{' ue8m0' if config.ue8m0 else ''}"
+    """The row label configs are grouped by (the family's `class_label`: it folds some axes into one row)."""
+    return get_family(config.family).class_label(config)
 
 
 def _resolve(kernels):
@@ -101,18 +47,13 @@ def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7
     if isinstance(target, str):
         target = parse_target(target)
     ks = _resolve(kernels)
-    families = [f for f in registry.FAMILIES if any(k.family == f for k in ks)]
-    configs = []
-    if "w4a16" in families:
-        wts = WEIGHT_TYPES_4BIT + (WEIGHT_TYPES_8BIT if claims_8bit(ks, target) else ())
-        configs += w4a16_configs(wts, N, K)
-    excluded = list(EXCLUDED)
-    if "fp8_group_quant" in families:
-        fp8s = platform_fp8_dtypes(target)
-        configs += fp8_configs(hidden, fp8s)
-        for other in sorted(set(FP8_DTYPES) - set(fp8s)):
-            excluded.append({"what": f"fp8_group_quant with fp8_dtype {other}",
-                             "why": f"models on {target} quantize to {fp8s[0]}"})
+    fams = [f for f in all_families() if any(k.family == f.name for k in ks)]
+    families = [f.name for f in fams]
+    configs, excluded = [], []
+    for fam in fams:  # each family's space as its coverage view, and what it leaves out on purpose
+        cfgs, excl = fam.coverage_configs(ks, target, N=N, K=K, hidden=hidden)
+        configs += cfgs
+        excluded += excl
     rows = []
     for cfg in configs:
         sel = registry.select(cfg, target, ks)
@@ -190,7 +131,7 @@ def render_table(report: dict) -> str:
             continue
         fk = [k for k in ks if k in classes[0]["accepted"]]
         w = max(len(c["class"]) for c in classes) + 2
-        folded = "checkpoint formats x act dtypes" if fam == "w4a16" else "input dtypes x scale layouts"
+        folded = get_family(fam).folded
         lines += ["", f"[{fam}]  cells: configs of the class each kernel accepts (over {folded})",
                   f"{'CONFIG CLASS':<{w}}" + "".join(f"{k:>{max(len(k), 5) + 2}}" for k in fk) + "   SELECTED"]
         for c in classes:

@@ -178,7 +178,7 @@ def render_html(doc: dict) -> str:
             mode_of.setdefault(m, set()).add(c["kernel"])
     mode_counts = [(m, len(ks)) for m, ks in sorted(mode_of.items())]
     contract_kernels = sorted({r["kernel"] for r in s["contracts"]})
-    from conformance.reports.validate import CONTRACT_CHECKS
+    from conformance.checks.contracts import CONTRACT_CHECKS
 
     contract_checks = [c for c in CONTRACT_CHECKS if any(r["check"] == c for r in s["contracts"])]
 

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from conformance.checks import contracts
 from conformance.core import registry
 from conformance.core.runtime import interpreting
+from conformance.families import get_family
 
 registry.load_all()
 contracts.inductor_dirs()
@@ -18,39 +18,17 @@ FAKE_EXAMPLES = 8  # each example runs the real kernel once in the interpreter (
 
 
 def specs_for(kernel):
-    """Small specs the kernel's gate accepts: multi-tile N, split-K decode rows, odd M tails."""
-    if kernel.family == "w4a16":
-        base = st.fixed_dictionaries({
-            "M": st.sampled_from([1, 3, 17, 33]), "K": st.sampled_from([128, 256]), "N": st.sampled_from([64, 264]),
-            "group_size": st.sampled_from([32, 64, 128, -1]), "wtype": st.sampled_from(["uint4b8", "uint4"]),
-            "dtype": st.sampled_from(["float16", "bfloat16"]), "act_order": st.booleans(),
-            "format": st.sampled_from(["gptq_v2", "awq", "compressed_tensors"]), "seed": st.integers(0, 2**16)})
-    else:
-        base = st.fixed_dictionaries({
-            "M": st.sampled_from([1, 3, 17]), "K": st.sampled_from([128, 256]),
-            "group_size": st.sampled_from([64, 128]),
-            "dtype": st.sampled_from(["float16", "bfloat16", "float32"]),
-            "fp8_dtype": st.sampled_from(["float8_e4m3fn", "float8_e4m3fnuz"]), "ue8m0": st.booleans(),
-            "column_major": st.booleans(), "seed": st.integers(0, 2**16)})
-    # AWQ stores no g_idx: act-order AWQ is not a checkpoint that exists
-    return base.filter(lambda s: not (s.get("act_order") and s.get("format") == "awq")
-                       and contracts.accepts(kernel, s))
+    """Small specs the kernel's gate accepts (the family's `contract_specs`, filtered by the gate)."""
+    return get_family(kernel.family).contract_specs().filter(lambda s: contracts.accepts(kernel, s))
 
 
 def representative(kernel):
-    """One fixed accepted spec per kernel (opcheck, compile boundary)."""
-    if kernel.family == "w4a16":
-        for spec in ({"M": 5, "K": 256, "N": 256, "group_size": 128, "wtype": "uint4", "dtype": "float16",
-                      "act_order": False, "format": "gptq_v2", "seed": 1},
-                     {"M": 5, "K": 256, "N": 256, "group_size": 128, "wtype": "uint4", "dtype": "float16",
-                      "act_order": True, "format": "gptq_v2", "seed": 1}):
-            if contracts.accepts(kernel, spec):
-                return spec
-    else:
-        spec = {"M": 5, "K": 256, "group_size": 128, "dtype": "bfloat16", "fp8_dtype": "float8_e4m3fn",
-                "ue8m0": False, "column_major": False, "seed": 1}
+    """One fixed accepted spec per kernel (opcheck, compile boundary): the family's first the gate accepts."""
+    specs = get_family(kernel.family).contract_representatives()
+    for spec in specs:
         if contracts.accepts(kernel, spec):
             return spec
+    spec = specs[-1]
     from conformance.core.runtime import kernel_device
     from conformance.core.targets import detect_target
 
@@ -89,13 +67,8 @@ def test_make_fx_one_node(kernel):
 @pytest.mark.parametrize("kernel", OP_KERNELS, ids=IDS)
 def test_opcheck(kernel):
     spec = representative(kernel)
-    samples = [contracts.build_sample(kernel, spec)]
-    if kernel.family == "fp8_group_quant":  # column-major scales have their own strides
-        samples.append(contracts.build_sample(kernel, dict(spec, column_major=True, ue8m0=True)))
-    elif kernel.family == "w4a16":  # the other dtype and the no-zeros (uint4b8) path
-        alt = dict(spec, dtype="bfloat16", wtype="uint4b8", M=1)
-        if contracts.accepts(kernel, alt):
-            samples.append(contracts.build_sample(kernel, alt))
+    alternates = get_family(kernel.family).contract_alternates(spec, lambda s: contracts.accepts(kernel, s))
+    samples = [contracts.build_sample(kernel, s) for s in [spec, *alternates]]
     contracts.run_check("opcheck", kernel, lambda: [contracts.check_opcheck(kernel, s) for s in samples],
                         run_mode=mode(kernel))
 

@@ -8,6 +8,7 @@ from conformance.checks import fusion
 from conformance.checks.contracts import run_check
 from conformance.checks.quant_layer import ROUTES, RmsNormQuantLayer, route_availability
 from conformance.core import registry, results
+from conformance.core.dtypes import torch_dtype
 from conformance.core.runtime import interpreting, kernel_device
 from conformance.families.config import Fp8QuantConfig
 from references.fp8 import fp8_group_quant_reference
@@ -20,7 +21,7 @@ CFG_IDS = ["g64-bf16", "g128-fp16-ue8m0-colmajor"]
 
 def _inputs(cfg, seed=0):
     gen = torch.Generator().manual_seed(seed)
-    dt = {"float16": torch.float16, "bfloat16": torch.bfloat16}[cfg.dtype]
+    dt = torch_dtype(cfg.dtype)
     x = (torch.randn((7, cfg.hidden), generator=gen) * 3).to(dt)
     x[2, :cfg.group_size] = 0  # an all-zero group: the policies differ there
     w = (torch.rand(cfg.hidden, generator=gen) + 0.5).to(dt)

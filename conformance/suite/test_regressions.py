@@ -1,4 +1,4 @@
-"""Regressions that shipped (CONTRACTS.md section 3), pinned as exact-tier hypothesis @examples (statistical tier
+"""Regressions that shipped (docs/shipped-bugs.md), pinned as exact-tier hypothesis @examples (statistical tier
 only where exact-tier data cannot show the bug: bf16 dequantized through fp16).
 
 Each test draws exact-tier cases from the family of configurations where the bug lived and runs them through
@@ -20,6 +20,7 @@ from conformance.cases.ids import Case, parse_case_id
 from conformance.cases.strategies import m_values
 from conformance.checks.harness import run_case
 from conformance.core import registry
+from conformance.core.dtypes import torch_dtype
 from conformance.core.runtime import kernel_device
 from conformance.core.targets import detect_target, parse_target
 from conformance.families.config import W4A16Config
@@ -45,7 +46,7 @@ def _target(kernel: str):
 
 
 def _weight(case: Case):
-    return random_canonical(case.K, case.N, case.group_size, case.weight_type, getattr(torch, case.dtype),
+    return random_canonical(case.K, case.N, case.group_size, case.weight_type, torch_dtype(case.dtype),
                             case.regime, case.seed, act_order=case.act_order)
 
 
@@ -124,7 +125,7 @@ def test_gptq_zero_points_not_transposed(case):
 
 
 # ---- the +1 of GPTQ v1 follows the checkpoint convention and the weight type, never "has zero points" -----------
-# CONTRACTS.md section 3; the convention split is AutoGPTQ#325 (zeros -= 1 removed, old checkpoints broke) and
+# docs/shipped-bugs.md; the convention split is AutoGPTQ#325 (zeros -= 1 removed, old checkpoints broke) and
 # AutoGPTQ#640 (checkpoint_format gptq_v2). v1 uint4 stores z - 1 explicitly (must add 1); v1 uint4b8 still
 # carries qzeros = 7 (must use the bias 8); v2 uint4b8 carries 8 (must not add 1).
 
@@ -252,7 +253,7 @@ def test_symmetric_garbage_qzeros_ignored(kernel_name, fmt):
 
 
 # ---- the uint4 checkpoint that lands on a slower kernel: selection must say so ------------------------------------
-# CONTRACTS.md section 3 and vllm#46186 (cadamcat): RDNA3W4A16 serves uint4b8 only, so every asymmetric
+# docs/shipped-bugs.md and vllm#46186 (cadamcat): RDNA3W4A16 serves uint4b8 only, so every asymmetric
 # (AWQ / compressed-tensors symmetric:false) checkpoint on gfx1100 silently moves down the priority list.
 
 @given(group=st.sampled_from((32, 64, 128, -1, 256)), fmt=st.sampled_from(("gptq_v2", "awq", "compressed_tensors")),
@@ -347,7 +348,7 @@ def test_block_k_override_is_clamped(block_k):
 
 
 # ---- act-order must be applied, or refused, never ignored ------------------------------------------------------
-# CONTRACTS.md sections 4-5: real GPTQ checkpoints use desc_act=True; vLLM kernels without g_idx support must
+# docs/formats.md, section 3: real GPTQ checkpoints use desc_act=True; vLLM kernels without g_idx support must
 # refuse them (upstream gates: "act-order (g_idx) not supported"), and the ones that accept must permute K.
 
 AO_V1 = "w4a16/triton_w4a16_actorder/M5-N32-K256-g32-uint4-ao-fp16-gptq_v1-exact-exact-s101"

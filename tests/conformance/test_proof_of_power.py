@@ -94,7 +94,8 @@ def test_suite_catches_broken_kernel(broken, name, repro, capsys):
 
 def test_repro_in_a_fresh_process_with_the_plugin_env(broken):
     """The replay line works as printed, in a new process, with the plugin named by CONFORMANCE_PLUGINS."""
-    case_id = "w4a16/broken_no_block_k_clamp/M3-N64-K256-g32-uint4-noao-fp16-gptq_v2-exact-exact-s91"
+    case_id = ("w4a16/broken_no_block_k_clamp/"
+               "M=3,N=64,K=256,g=32,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=91")
     env = dict(os.environ, CONFORMANCE_PLUGINS=PLUGIN, PYTHONPATH=str(ROOT))
     r = subprocess.run([sys.executable, "-m", "conformance", "repro", case_id], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=120)

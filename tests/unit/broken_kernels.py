@@ -1,6 +1,6 @@
 """Test-only broken W4A16 kernels, loaded as a conformance plugin: each is a real kernel with ONE known bug.
 
-Every bug here shipped somewhere (CONTRACTS.md section 3) or is a classic tiling slip. The proof-of-power
+Every bug here shipped somewhere (docs/shipped-bugs.md) or is a classic tiling slip. The proof-of-power
 tests (tests/conformance/test_proof_of_power.py) and benchmarks/proof_of_power.py check that the suite's own
 strategies + harness catch each one with a replayable case id.
 

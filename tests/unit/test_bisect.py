@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-CASE = "w4a16/torch_dequant_w4a16/M3-N64-K128-g32-uint4-noao-fp16-gptq_v2-exact-exact-s1"
+CASE = "w4a16/torch_dequant_w4a16/M=3,N=64,K=128,g=32,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=1"
 
 # Appended to kernels/torch_dequant_w4a16.py by the breaking commit: wraps the registered kernel's load
 # (so it survives rewrites of that file) and reads every qweight word with bit 0 flipped.

@@ -11,8 +11,9 @@ from conformance.core.targets import CPU
 
 registry.load_all()
 BASE = registry.get_kernel("torch_dequant_w4a16")
-EXACT = "w4a16/{k}/M3-N16-K64-g32-uint4-noao-fp16-gptq_v2-exact-exact-s7"
-STAT = "w4a16/{k}/M5-N16-K128-g64-uint4b8-noao-bf16-gptq_v1-normal-statistical-s3"
+EXACT = "w4a16/{k}/M=3,N=16,K=64,g=32,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=7"
+STAT = "w4a16/{k}/M=5,N=16,K=128,g=64,wt=uint4b8,ao=0,dt=bf16,fmt=gptq_v1,regime=normal,tier=statistical,seed=3"
+OLD_EXACT = "w4a16/{k}/M3-N16-K64-g32-uint4-noao-fp16-gptq_v2-exact-exact-s7"  # positional ids still replay
 
 
 class _Derived(type(BASE)):
@@ -138,6 +139,10 @@ def test_nondeterminism_is_caught(kernels):
     (EXACT.format(k="test_no_device_no_model"), 125),  # cannot run, no model
     ("w4a16/torch_dequant_w4a16/M3-N15-K64-g32-uint4-noao-fp16-gptq_v2-exact-exact-s7", 2),
     (EXACT.format(k="no_such_kernel"), 125),  # not registered at this commit: bisect must skip, not blame
+    (OLD_EXACT.format(k="torch_dequant_w4a16"), 0),
+    (OLD_EXACT.format(k="test_broken_offbyone"), 1),
+    (EXACT.format(k="torch_dequant_w4a16").replace("N=16", "N=15"), 2),
+    (EXACT.format(k="torch_dequant_w4a16") + ",bits=4", 2),  # unknown key
 ])
 def test_repro_exit_codes(kernels, capsys, case_id, code):
     assert main(["repro", case_id, "--target", "cpu"]) == code
@@ -145,6 +150,6 @@ def test_repro_exit_codes(kernels, capsys, case_id, code):
     if code == 2:
         assert "error:" in out.err
     else:
-        assert case_id in out.out
+        assert parse_case_id(case_id).id in out.out  # the key=value id, also for a positional one
     if "no_such_kernel" in case_id:
         assert "not registered" in out.out and "torch_dequant_w4a16" in out.out  # names what is registered

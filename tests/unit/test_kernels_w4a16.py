@@ -143,7 +143,7 @@ def _kernel_dtype_params(kernels):
 
 def _checkpoint(w, fmt):
     # gptq_v1 cannot store z = 0; "borrow" writes it the way int32 word arithmetic does (see
-    # CONTRACTS.md section 3), and kernels reading v1 must be right on it
+    # docs/formats.md, section 5.1), and kernels reading v1 must be right on it
     if fmt == "gptq_v1" and not w.wtype.has_bias():
         assert bool((w.zeros == 0).any()), "exact-tier draw should contain z = 0 for the v1 borrow path"
         return codecs.encode(w, fmt, v1_zero_policy="borrow")

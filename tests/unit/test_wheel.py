@@ -1,0 +1,100 @@
+"""The project as a user installs it: build a wheel (offline), install it into a scratch directory, and run
+`python -m conformance validate` from that installed copy, outside the checkout.
+
+The installed copy is put first on PYTHONPATH so it shadows the editable install of this checkout (whose
+finder comes after sys.path); a decoy `kernels` package beside it stands for the unrelated PyPI `kernels`
+hub, which must never be mistaken for our kernels (`conformance_kernels`).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCES = ("pyproject.toml", "README.md", "conformance", "references", "kernels", "benchmarks")
+KERNEL = "torch_dequant_w4a16"  # plain torch: the cheapest kernel to validate on a CPU
+
+
+def _run(cmd, *, cwd, env=None, timeout=240) -> subprocess.CompletedProcess:
+    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, f"{cmd} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
+    return p
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    """A wheel built offline from a copy of the sources (the build writes build/ and *.egg-info beside its
+    sources: a copy keeps them out of the checkout)."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "results", "*.egg-info")
+    for name in SOURCES:
+        p = ROOT / name
+        if p.is_dir():
+            shutil.copytree(p, src / name, ignore=ignore)
+        else:
+            shutil.copy2(p, src / name)
+    _run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation", "--no-index",
+          "-q", "-w", str(tmp / "dist")], cwd=tmp)
+    (whl,) = (tmp / "dist").glob("*.whl")
+    return whl
+
+
+def test_the_wheel_holds_the_package_data_and_the_suite(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    want = {f"conformance_kernels/tiles/{p.name}" for p in (ROOT / "kernels" / "tiles").glob("*.json")}
+    want |= {f"conformance/reports/templates/{p.name}" for p in (ROOT / "conformance/reports/templates").glob("*.j2")}
+    want |= {f"conformance/suite/{p.name}" for p in (ROOT / "conformance" / "suite").glob("*.py")}
+    assert any(w.startswith("conformance_kernels/tiles/") for w in want), "no tile table in the checkout?"
+    assert any(w.endswith(".j2") for w in want), "no report template in the checkout?"
+    assert want <= names, f"missing from {wheel.name}: {sorted(want - names)}"
+    assert "conformance_bench/bench.py" in names and "references/gemm.py" in names
+    assert not any(n.startswith(("kernels/", "benchmarks/", "tests/")) for n in names), \
+        "the trees must be installed as conformance_kernels / conformance_bench only"
+
+
+def test_validate_runs_from_the_installed_wheel(wheel, tmp_path):
+    site, cwd, out = tmp_path / "site", tmp_path / "cwd", tmp_path / "out"
+    cwd.mkdir()
+    _run([sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "-q", "--target", str(site),
+          str(wheel)], cwd=tmp_path)
+    decoy = site / "kernels"  # as if the PyPI `kernels` hub were installed in the same site-packages
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('the decoy kernels package was imported')\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CONFORMANCE_", "PYTHON"))}
+    # the suite's regression and fusion modules run their own kernels whatever --kernels says (~30 s on 2 cores):
+    # collected (so imported from the installed copy), not run
+    env.update(PYTHONPATH=str(site), PYTEST_ADDOPTS="-k 'not test_regressions and not test_fusion'")
+
+    probe = ("import json, conformance, conformance.suite\n"
+             "from conformance.core import registry\n"
+             "registry.load_all()\n"
+             "import conformance_kernels\n"
+             "print(json.dumps([conformance.__file__, conformance.suite.__file__, conformance_kernels.__file__,"
+             " sorted(k.name for k in registry.all_kernels())]))\n")
+    files = json.loads(_run([sys.executable, "-c", probe], cwd=cwd, env=env).stdout.strip().splitlines()[-1])
+    kernels = files.pop()
+    for f in files:
+        assert Path(f).resolve().is_relative_to(site.resolve()), f"{f} is not the installed copy under {site}"
+    assert KERNEL in kernels and "triton_w4a16" in kernels, kernels
+
+    p = _run([sys.executable, "-m", "conformance", "validate", "--kernels", KERNEL, "--out", str(out), "-n", "0"],
+             cwd=cwd, env=env)
+    assert (out / "report.html").stat().st_size > 0, p.stdout
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["exit_code"] == 0 and doc["pytest_exit_code"] == 0, doc.get("problem")
+    suite_dir = str((site / "conformance" / "suite").resolve())
+    assert suite_dir in doc["command"] and "-p conformance.pytest_plugin" in doc["command"], doc["command"]
+    mine = [r for r in doc["records"] if r["kernel"] == KERNEL]
+    assert {r["check"] for r in mine} >= {"exact", "statistical"}, sorted({r["check"] for r in mine})
+    assert all(r["outcome"] == "pass" for r in mine), [r for r in mine if r["outcome"] != "pass"][:3]
+    assert KERNEL in (out / "report.html").read_text()
+    assert not (cwd / "report").exists() and not list(cwd.iterdir()), "validate wrote into the current directory"
