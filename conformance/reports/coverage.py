@@ -16,11 +16,6 @@ from conformance.families import all_families, get_family
 from conformance.families.base import PROBE_TARGETS  # noqa: F401 - the targets gate summaries probe
 
 
-def claims_8bit(kernels, target) -> bool:
-    """True if any of `kernels` accepts some 8-bit w4a16-family config on `target` or a probe target."""
-    return any(getattr(fam, "claims_8bit", None) and fam.claims_8bit(kernels, target) for fam in all_families())
-
-
 def config_class(config) -> str:
     """The row label configs are grouped by (the family's `class_label`: it folds some axes into one row)."""
     return get_family(config.family).class_label(config)

@@ -8,6 +8,7 @@ import pytest
 from conformance import cli
 from conformance.core import registry
 from conformance.core.targets import CPU
+from conformance.families import get_family
 from conformance.reports import coverage
 
 ROCM_THREE = "triton_w4a16,rdna3_w4a16,rdna_hybrid_w4a16"
@@ -90,7 +91,7 @@ def test_table_makes_gaps_stand_out(capsys):
 def test_8bit_types_only_when_some_kernel_claims_them():
     r = coverage.sweep("gfx1100", ROCM_THREE)
     assert {row["config"]["weight_type"] for row in r["configs"]} == {"uint4", "uint4b8"}
-    claimers = [k for k in registry.all_kernels("w4a16") if coverage.claims_8bit([k], CPU)]
+    claimers = [k for k in registry.all_kernels("w4a16") if get_family("w4a16").claims_8bit([k], CPU)]
     if claimers:
         r = coverage.sweep("gfx1100", [claimers[0].name, "triton_w4a16"])
         assert {"uint8", "uint8b128"} <= {row["config"]["weight_type"] for row in r["configs"]}
