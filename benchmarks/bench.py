@@ -333,7 +333,8 @@ def gate_w4a16(kernel, config, y: torch.Tensor, y_ref: torch.Tensor, S: torch.Te
     if not isinstance(y, torch.Tensor) or tuple(y.shape) != tuple(y_ref.shape) or y.dtype != act:
         got = (tuple(y.shape), y.dtype) if isinstance(y, torch.Tensor) else type(y).__name__
         return Gate(False, f"output {got} is not {tuple(y_ref.shape)} {act}")
-    cmp = compare_statistical(y.to(y_ref.device), y_ref, S, error_model_for(kernel, config, act), K, R=R)
+    cmp = compare_statistical(y.to(y_ref.device), y_ref, S, error_model_for(kernel, config, act, y_ref.shape[0]), K,
+                              R=R)
     return Gate(cmp.ok, cmp.detail, {k: cmp.metrics[k] for k in ("max_ratio", "nmse")})
 
 
@@ -346,5 +347,7 @@ def gate_fp8(kernel, x: torch.Tensor, out, group_size: int, fp8_dtype: str, para
     fam = get_family(kernel.family)
     config = fam.config_type(group_size=group_size, dtype=dtype_name(x.dtype), fp8_dtype=fp8_dtype,
                              hidden=x.shape[-1])
-    g = fam.grade(kernel, config, x, out, kernel.load(config) if params is None else params, "statistical")
+    from conformance.core.kernel import kernel_load
+
+    g = fam.grade(kernel, config, x, out, kernel_load(kernel, config) if params is None else params, "statistical")
     return Gate(g.ok, g.detail, g.metrics)

@@ -23,6 +23,7 @@ from conformance_bench import bench
 
 from conformance.core import registry
 from conformance.core.dtypes import torch_dtype
+from conformance.core.kernel import RunContext, kernel_call, kernel_load
 from conformance.core.targets import Target, detect_target
 from conformance.families import all_families, get_family
 
@@ -119,6 +120,11 @@ def environment(device) -> dict:
     return env
 
 
+def _ctx(kernel, target: Target, device) -> RunContext:
+    """The RunContext an API v2 kernel gets in the bench: this target, the bench device, its run mode here."""
+    return RunContext(target, str(device), kernel.run_mode(target))
+
+
 def _kernels(opts, family: str, config, target: Target) -> tuple[list, list]:
     """(kernels to run, rows for the kernels that cannot) for one config; refusals carry their reason."""
     names = opts.kernels
@@ -198,7 +204,7 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
     loaded = {}
     for k in kernels:
         try:
-            ops = _move(k.load(ckpt, config), device)
+            ops = _move(kernel_load(k, ckpt, _ctx(k, target, device), config), device)
             n_sets = bench.rotation_sets(_nbytes(ops), l2)
             loaded[k.name] = (k, [ops] + [_clone(ops) for _ in range(n_sets - 1)])
         except Exception as ex:  # noqa: BLE001
@@ -238,7 +244,7 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
         for name, (k, sets) in loaded.items():
             row = _row(fam.name, name, shape.name, M, N, K, "ok")
             try:
-                y = k.apply(sets[0], x)
+                y = kernel_call(k, sets[0], x, _ctx(k, target, device))
                 _sync(device)
                 gate = bench.gate_w4a16(k, config, y, y_ref, S, R, K, act)
             except Exception as ex:  # noqa: BLE001
@@ -250,7 +256,8 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
                 _say(opts, f"[{fam.name} {shape.name} M={M}] {name}: WRONG -- {gate.detail}")
                 continue
             xl = xs(len(sets))
-            calls = [lambda o=o, xx=xx, k=k: k.apply(o, xx) for o, xx in zip(sets, xl)]
+            ctx = _ctx(k, target, device)
+            calls = [lambda o=o, xx=xx, k=k, ctx=ctx: kernel_call(k, o, xx, ctx) for o, xx in zip(sets, xl)]
             if k.launch_config() is not None:
                 row["tiles"] = k.launch_config()
             rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
@@ -343,7 +350,7 @@ def _fp8(fam, opts, device, target, timer, ceil, rows, compile_rows) -> None:
                                fp8_dtype=("float8_e4m3fn",), ue8m0=(False,), column_major_scales=(False,))
     kernels, skipped = _kernels(opts, fam.name, config, target)
     rows += [dict(r, shape=f"{hidden}/g{group}", N=hidden, K=group) for r in skipped]
-    params = {k.name: k.load(config) for k in kernels}
+    params = {k.name: kernel_load(k, config, _ctx(k, target, device)) for k in kernels}
     native = next((k for k in kernels if k.name == "fp8_group_quant_native"), None)
     l2 = _l2_bytes(device)
     for T in opts.fp8_tokens:
@@ -352,7 +359,8 @@ def _fp8(fam, opts, device, target, timer, ceil, rows, compile_rows) -> None:
         nbytes = bench.fp8_quant_bytes(T, hidden, group, 2)
         n_sets = bench.rotation_sets(nbytes, l2)
         xs = [x.to(device)] + [x.to(device) for _ in range(n_sets - 1)]
-        todo = [(k.name, k, (lambda xx, k=k: k.apply(params[k.name], xx)), False) for k in kernels]
+        todo = [(k.name, k, (lambda xx, k=k: kernel_call(k, params[k.name], xx, _ctx(k, target, device))), False)
+                for k in kernels]
         if native is not None and "compile" in opts.baselines:
             fn = torch.compile(lambda xx: native.apply(params[native.name], xx), dynamic=False)
             todo.append((f"{native.name}+compile", native, fn, True))

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU runs of the bench and the triton_w4a16 tile sweep, everything written under $OUT.
 #
-#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | sweep-fp8 | bench | bench-w4a16 | bench-fp8 | suite | all
+#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | sweep-fp8 | bench | bench-w4a16 | bench-fp8 | suite | gemlite | all
 #
 # `suite` runs the conformance suite, the regressions and the GPU kernel check on the device
 # (suite.log, kernel_check.json; the full record goes to /tmp/suite.json). A `sweep` in the same call makes the later steps use its
@@ -116,6 +116,20 @@ suite() {
   timeout 240 "$PY" benchmarks/gpu_kernel_check.py "$OUT/kernel_check.json" 2>&1 | tail -n 30 | tee -a "$OUT/suite.log"
 }
 
+gemlite() {  # the suite on GemLite's A16W4 (conformance/adapters/gemlite.py): ci profile, then nightly with a cap
+  # needs the wheels built on the CPU machine into .whl/ (gemlite and its tqdm; numpy and triton are here)
+  rm -rf /tmp/site && "$PY" -m pip install --no-deps --no-index --target /tmp/site .whl/*.whl 2>&1 | tail -n 2
+  export PYTHONPATH="/tmp/site:$PYTHONPATH"
+  for prof in ci nightly; do
+    cap=${GEMLITE_CI_TIMEOUT_S:-240}; [ "$prof" = nightly ] && cap=${GEMLITE_NIGHTLY_TIMEOUT_S:-300}
+    timeout "$cap" "$PY" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
+      --conformance-plugin conformance.adapters.gemlite --conformance-kernels gemlite_a16w4 \
+      --conformance-profile "$prof" --conformance-report "$OUT/gemlite_$prof.json" 2>&1 | tail -n 40 \
+      | tee "$OUT/gemlite_$prof.log"
+    echo "gemlite $prof exit: $?" | tee -a "$OUT/gemlite_$prof.log"
+  done
+}
+
 smoke
 has sweep && sweep
 has sweep-fp8 && sweep_fp8
@@ -125,4 +139,5 @@ if has bench || has bench-w4a16 || has bench-fp8; then
   bench "$fams"
 fi
 has suite && suite
+case " $STEPS " in *" gemlite "*) gemlite;; esac  # not part of `all`: needs .whl/ and a GPU
 ls -la "$OUT" "$OUT"/* 2>/dev/null

@@ -54,6 +54,7 @@ def native_group_quant(x: torch.Tensor, p: Fp8QuantParams) -> tuple[torch.Tensor
 @register_kernel
 class Fp8GroupQuantNative(Kernel):
     name = "fp8_group_quant_native"
+    fusion_route = True  # a quant route of the RMSNorm + quant layer (the fusion check)
     family = "fp8_group_quant"
     priority = 0
     deterministic = True

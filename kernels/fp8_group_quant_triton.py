@@ -147,6 +147,7 @@ def triton_gates(config, target: Target) -> str | None:
 @register_kernel
 class Fp8GroupQuantTriton(Kernel):
     name = "fp8_group_quant_triton"
+    fusion_route = True  # a quant route of the RMSNorm + quant layer (the fusion check)
     family = "fp8_group_quant"
     priority = 10
     deterministic = True

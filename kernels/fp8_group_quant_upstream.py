@@ -60,6 +60,7 @@ def _module_availability(module: str, what: str) -> str | None:
 @register_kernel
 class Fp8GroupQuantCuda(Kernel):
     name = "fp8_group_quant_cuda"
+    fusion_route = True  # a quant route of the RMSNorm + quant layer (the fusion check)
     family = "fp8_group_quant"
     priority = 20  # upstream prefers the CUDA op over the Triton fallback on CUDA
     deterministic = True
@@ -106,6 +107,7 @@ class Fp8GroupQuantCuda(Kernel):
 @register_kernel
 class Fp8GroupQuantAiter(Kernel):
     name = "fp8_group_quant_aiter"
+    fusion_route = True  # a quant route of the RMSNorm + quant layer (the fusion check)
     family = "fp8_group_quant"
     priority = 20  # vLLM takes AITER's op on ROCm when AITER linear fp8 is enabled
     deterministic = True

@@ -12,6 +12,9 @@ Upstream facts this follows (vLLM fp8_utils / input_quant_fp8 / csrc per_token_g
 - Triton's fp32 `/` on NVIDIA GPUs lowers to div.full.f32 (not correctly rounded, ~2 ulp); IEEE division here
   matches the Triton CPU interpreter and CUDA `/`, and can differ from a GPU Triton kernel in the last bit of
   a scale and, rarely, in a q next to an fp8 rounding boundary.
+- fp8_scale (FP8_SCALE_CONVENTIONS): "divide" forms s = max(amax, eps) / fp8_max by IEEE fp32 division;
+  "reciprocal" (vLLM main since vllm#37833, its Triton `_absmax * (1.0 / fp8_max)`) multiplies by the correctly
+  rounded fp32 1/fp8_max, which can move s by 1 ulp. Both then compute q = x / s (a division).
 - UE8M0: upstream computes exp2(ceil(log2(s))) in fp32. For s a few ulp above a power of two, fp32 log2
   rounds to the integer and the scale is rounded DOWN. We round up exactly (frexp); ue8m0_ambiguous()
   flags the groups where implementations may legitimately differ.
@@ -32,6 +35,8 @@ FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 224.0}  # fnuz clamped at 
 #   "ue8m0_cuda": CUDA kernel: s = max(amax, eps) / fp8_max; UE8M0 rounds max(s, 1e-10) -> zero group 2^-33
 #                 (without UE8M0 it equals "triton")
 ZERO_GROUP_POLICIES = ("triton", "native", "ue8m0_cuda")
+# how the raw scale is formed from amax: "divide" amax / fp8_max, "reciprocal" amax * fp32(1 / fp8_max)
+FP8_SCALE_CONVENTIONS = ("divide", "reciprocal")
 UE8M0_CUDA_FLOOR = 1e-10  # the CUDA kernel's floor inside log2f
 NATIVE_FLOOR_DIVISOR = 512.0  # native torch path: min scale = 1 / (fp8_max * 512)
 # UE8M0 groups whose raw scale is within this relative distance above a power of two may be rounded down
@@ -59,16 +64,38 @@ def ue8m0_ambiguous(scale_raw: torch.Tensor) -> torch.Tensor:
     return (rel > 0) & (rel <= UE8M0_AMBIGUOUS_REL)
 
 
-def group_scales_raw(amax: torch.Tensor, fp8_max: float, eps: float, policy: str) -> torch.Tensor:
-    """The fp32 scale before UE8M0 rounding and floors, per policy (amax fp32)."""
+def fp32_reciprocal(v: float) -> torch.Tensor:
+    """1 / v correctly rounded to fp32 (a 0-d tensor): the fp32 nearest the exact quotient, ties to even."""
+    from fractions import Fraction
+
+    exact = 1 / Fraction(v)
+    near = _f32(1.0 / v)  # the double quotient rounded again: checked against its neighbours below
+    cands = [torch.nextafter(near, _f32(-1.0)), near, torch.nextafter(near, _f32(2.0))]
+    dist = [abs(Fraction(float(c)) - exact) for c in cands]
+    best = min(dist)
+    ties = [c for c, d in zip(cands, dist) if d == best]
+    return min(ties, key=lambda c: int(c.view(torch.int32)) & 1)  # a tie goes to the even significand
+
+
+def _scale_of(amax: torch.Tensor, fp8_max: float, fp8_scale: str) -> torch.Tensor:
+    if fp8_scale == "reciprocal":
+        return amax * fp32_reciprocal(fp8_max)
+    return amax / _f32(fp8_max)
+
+
+def group_scales_raw(amax: torch.Tensor, fp8_max: float, eps: float, policy: str,
+                     fp8_scale: str = "divide") -> torch.Tensor:
+    """The fp32 scale before UE8M0 rounding and floors, per policy and scale convention (amax fp32)."""
+    require(fp8_scale in FP8_SCALE_CONVENTIONS, "fp8_scale", fp8_scale, f"one of {FP8_SCALE_CONVENTIONS}")
     if policy == "native":
-        return amax / _f32(fp8_max)
-    return torch.maximum(amax, _f32(eps)) / _f32(fp8_max)
+        return _scale_of(amax, fp8_max, fp8_scale)
+    return _scale_of(torch.maximum(amax, _f32(eps)), fp8_max, fp8_scale)
 
 
-def group_scales(amax: torch.Tensor, fp8_max: float, eps: float, ue8m0: bool, policy: str) -> torch.Tensor:
-    """fp32 scales from fp32 group amax, following `policy` (see ZERO_GROUP_POLICIES)."""
-    s = group_scales_raw(amax, fp8_max, eps, policy)
+def group_scales(amax: torch.Tensor, fp8_max: float, eps: float, ue8m0: bool, policy: str,
+                 fp8_scale: str = "divide") -> torch.Tensor:
+    """fp32 scales from fp32 group amax, following `policy` (see ZERO_GROUP_POLICIES) and `fp8_scale`."""
+    s = group_scales_raw(amax, fp8_max, eps, policy, fp8_scale)
     if ue8m0:
         if policy == "ue8m0_cuda":
             s = torch.maximum(s, _f32(UE8M0_CUDA_FLOOR))
@@ -111,12 +138,15 @@ def fp8_quantize_with_scales(x: torch.Tensor, scales: torch.Tensor, group_size: 
 
 def fp8_group_quant_reference(x: torch.Tensor, group_size: int, fp8_dtype: str = "float8_e4m3fn",
                               ue8m0: bool = False, column_major_scales: bool = False, eps: float = 1e-10,
-                              zero_group_policy: str = "triton") -> tuple[torch.Tensor, torch.Tensor]:
+                              zero_group_policy: str = "triton",
+                              fp8_scale: str = "divide") -> tuple[torch.Tensor, torch.Tensor]:
     """(q [*x.shape] in fp8_dtype, scales float32 [*x.shape[:-1], K // group_size]) for finite x.
 
     column_major_scales returns the same values with strides (1, M) (2-D x only), as upstream allocates them.
+    fp8_scale: "divide" (s = amax / fp8_max) or "reciprocal" (s = amax * fp32(1/fp8_max)); q = x / s in both.
     """
     _check_common(fp8_dtype, group_size, zero_group_policy)
+    require(fp8_scale in FP8_SCALE_CONVENTIONS, "fp8_scale", fp8_scale, f"one of {FP8_SCALE_CONVENTIONS}")
     require(isinstance(x, torch.Tensor) and x.dim() >= 1, "x.shape",
             tuple(x.shape) if isinstance(x, torch.Tensor) else type(x), "a tensor with at least 1 dim")
     require(x.dtype in (torch.float16, torch.bfloat16, torch.float32), "x.dtype", x.dtype,
@@ -131,7 +161,7 @@ def fp8_group_quant_reference(x: torch.Tensor, group_size: int, fp8_dtype: str =
     G = K // group_size
     xg = xf.reshape(*x.shape[:-1], G, group_size)
     amax = xg.abs().amax(dim=-1) if xg.numel() else torch.zeros(xg.shape[:-1], dtype=_F32)
-    scales = group_scales(amax, fp8_max, eps, ue8m0, zero_group_policy)
+    scales = group_scales(amax, fp8_max, eps, ue8m0, zero_group_policy, fp8_scale)
     q = _quantize(xg, scales, fp8_dtype).reshape(x.shape)
     if column_major_scales:
         scales = scales.t().contiguous().t()

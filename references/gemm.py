@@ -14,10 +14,17 @@ def _check_x(x: torch.Tensor, weight: CanonicalWeight) -> None:
     require(x.shape[1] == weight.K, "x.shape", tuple(x.shape), f"[M, K] with K = weight.K = {weight.K}")
 
 
-def reference_gemm(x: torch.Tensor, weight: CanonicalWeight) -> torch.Tensor:
-    """y = x @ W in float64 [M, N], W the logical (dequantized) weight; exact up to fp64 rounding."""
+def reference_gemm(x: torch.Tensor, weight: CanonicalWeight, dequant_roundings: int | None = None,
+                   dequant_dtype: torch.dtype | None = None) -> torch.Tensor:
+    """y = x @ W in float64 [M, N], W the logical (dequantized) weight; exact up to fp64 rounding.
+
+    With dequant_roundings (1 or 2, weight.DEQUANT_CONVENTIONS) W is first formed in dequant_dtype (default: the
+    scales' dtype) under that convention: the exact tier's reference for a kernel that declares it."""
     _check_x(x, weight)
-    return x.to(torch.float64) @ weight.dequantize(torch.float64)
+    if dequant_roundings is None:
+        return x.to(torch.float64) @ weight.dequantize(torch.float64)
+    W = weight.dequantize_rounded(dequant_dtype or weight.act_dtype, dequant_roundings)
+    return x.to(torch.float64) @ W.to(torch.float64)
 
 
 def abs_bound(x: torch.Tensor, weight: CanonicalWeight) -> torch.Tensor:

@@ -9,6 +9,11 @@ from .errors import require
 from .scalar_types import ScalarType, scalar_type
 
 ACT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# how a kernel forms W in its dequant dtype, by the number of roundings (Numerics.dequant_roundings)
+DEQUANT_CONVENTIONS = {
+    1: "(q - z) * s rounded once to the dequant dtype",
+    2: "fma(q, s, round(-z * s)): -z*s rounded to the dequant dtype, then one fused multiply-add rounding (GemLite)",
+}
 
 
 def effective_group_size(group_size: int, K: int) -> int:
@@ -113,6 +118,19 @@ class CanonicalWeight:
         z = self.zero_points().to(torch.float64)[g]
         s = self.scales.to(torch.float64)[g]
         return ((self.q.to(torch.float64) - z) * s).to(dtype)
+
+    def dequantize_rounded(self, dtype: torch.dtype, roundings: int = 1) -> torch.Tensor:
+        """W [K, N] as a kernel forms it in `dtype` under DEQUANT_CONVENTIONS[roundings] (1 or 2), exactly rounded.
+
+        Every intermediate is exact in fp64 (a short integer times an act-dtype scale, and their sum), so the one
+        cast to `dtype` is the convention's single rounding."""
+        require(roundings in DEQUANT_CONVENTIONS, "roundings", roundings, f"one of {list(DEQUANT_CONVENTIONS)}")
+        if roundings == 1:
+            return self.dequantize(torch.float64).to(dtype)
+        g = self.group_of_row()
+        s = self.scales.to(torch.float64)
+        neg_zs = (-(self.zero_points().to(torch.float64)) * s).to(dtype).to(torch.float64)  # the first rounding
+        return (self.q.to(torch.float64) * s[g] + neg_zs[g]).to(dtype)  # fma: one rounding of the exact sum
 
     def equal(self, other: CanonicalWeight) -> bool:
         """Bit-exact equality of every field (scales compared by bits: -0.0 != 0.0, equal NaNs match)."""

@@ -10,8 +10,10 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.checks import tolerance
+from conformance.checks import timeout, tolerance
 from conformance.core.bits import bits_equal
+from conformance.core.kernel import RunContext, kernel_call, kernel_load
+from conformance.core.targets import Target
 
 NOT_DETERMINISTIC = "; NOT DETERMINISTIC: two runs on the same operands differ in bits (kernel declares deterministic)"
 
@@ -48,6 +50,7 @@ class Execution:
     kernel: object
     mode: str
     check_determinism: bool = True
+    target: Target | None = None  # the target judged (None: this machine's); API v2 kernels see it in ctx
     tolerance = tolerance
 
     @property
@@ -57,17 +60,30 @@ class Execution:
 
         return "cpu" if self.mode == "model" else kernel_device()
 
+    @property
+    def ctx(self) -> RunContext:
+        """The RunContext an API v2 kernel receives: target, device, run mode."""
+        from conformance.core.targets import detect_target
+
+        return RunContext(detect_target() if self.target is None else self.target, self.device, self.mode)
+
+    def load(self, source, *v1_args):
+        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called."""
+        return kernel_load(self.kernel, source, self.ctx if self.kernel.api_version != 1 else None, *v1_args)
+
     def call(self, operands, x):
-        """The kernel's apply (or model, in model mode) under NaN-filled allocations; the raw output."""
-        fn = self.kernel.model if self.mode == "model" else self.kernel.apply
-        with nan_filled_allocations():
-            return fn(operands, x)
+        """The kernel's apply (or model, in model mode) under NaN-filled allocations and the per-case time limit
+        (conformance.checks.timeout: past it, CaseTimeout is raised); the raw output."""
+        ctx = self.ctx if self.kernel.api_version != 1 else None
+        with nan_filled_allocations(), timeout.deadline():
+            return kernel_call(self.kernel, operands, x, ctx, model=self.mode == "model")
 
     to_cpu = staticmethod(to_cpu)
 
     def determinism(self, operands, x, first, config=None, M=None) -> tuple[bool, str]:
         """(same, note): a second call's output equals `first` bit for bit (skipped: (True, ""))."""
-        if not (self.check_determinism and self.kernel.numerics(config, M).deterministic):
+        # atomics (partials added in any order) withdraw the claim even when `deterministic` is left True
+        if not (self.check_determinism and self.kernel.numerics(config, M).claims_determinism):
             return True, ""
         if bits_equal(first, to_cpu(self.call(operands, x))):
             return True, ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from conformance.core.kernel import kernel_call
 from conformance.core.registry import get_kernel
 
 # quant kernels whose graphs the pass fuses, with the zero-group policy the fused op must then follow
@@ -105,7 +106,7 @@ class RmsNormQuantFusionPass:
 
     def _pattern(self, kernel, x, w):
         def search(x, w):
-            return tuple(kernel.apply(self.params, RMS_OP(x, w, self.eps)))
+            return tuple(kernel_call(kernel, self.params, RMS_OP(x, w, self.eps)))  # API v1 or v2 alike
         return _clean(make_fx(search, tracing_mode="fake")(x, w))
 
     def _replacement(self, kernel, x, w):

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from conformance.cases.ids import Case
+from conformance.checks import timeout
 from conformance.checks.execution import Execution, nan_filled_allocations  # noqa: F401 - re-exported
 from conformance.core import registry, results
 from conformance.core.targets import Target, detect_target, parse_target
@@ -49,23 +50,48 @@ class Verdict:
         return asdict(self)
 
 
-def replay_command(case_id: str, target: Target | None = None) -> str:
-    """`python -m conformance repro ID`, plus --target when the target is not this machine's."""
-    cmd = f"python -m conformance repro {case_id}"
+def replay_command(case_id: str, target: Target | None = None, kernel: str | None = None) -> str:
+    """`python -m conformance repro ID`, plus --target when the target is not this machine's, and
+    `--plugin MODULE` before `repro` when `kernel` (default: the id's kernel) was registered by a plugin module,
+    so the line replays as printed in a fresh process."""
+    if kernel is None:
+        parts = case_id.split("/")
+        kernel = parts[1] if len(parts) > 2 else None
+    plugin = registry.kernel_plugin(kernel) if kernel else None
+    cmd = "python -m conformance " + (f"--plugin {plugin} " if plugin else "") + f"repro {case_id}"
     if target is not None and target != detect_target():
         cmd += f" --target {target}"
     return cmd
 
 
-def _execution(kernel: registry.Kernel, target: Target) -> tuple[str | None, str]:
-    """(run_mode, why): how the kernel runs here; run_mode None when it cannot run at all."""
+def _runs_in_interpreter_here(kernel: registry.Kernel, here: Target) -> bool:
+    """A Triton kernel that runs here through Triton's interpreter (a CPU host with TRITON_INTERPRET=1)."""
+    return here.is_cpu and kernel.availability(here) is None and kernel.run_mode(here) == "interpreter"
+
+
+def _execution(kernel: registry.Kernel, target: Target, M: int | None = None,
+               K: int | None = None) -> tuple[str | None, str]:
+    """(run_mode, why): how the kernel runs here for `target` (a call of M rows and reduction K when given);
+    run_mode None when it cannot run at all.
+
+    The gate decides what is served on `target`; this decides how it runs. On a simulated target (not this
+    machine's), a Triton kernel that runs in the interpreter here runs its REAL code in the interpreter
+    ('interpreter'); any other device run (a HIP/CUDA op, or Triton on a GPU host of another target) can never
+    be a device run of that target, so it runs the kernel's model, or nothing when it has none."""
+    here = detect_target()
+    simulated = target != here
     why = kernel.availability(target)
+    run_target = target
+    if why is not None and simulated and _runs_in_interpreter_here(kernel, here):
+        why, run_target = None, here
     if why is None:
-        mode = kernel.run_mode(target)
-        # a simulated GPU target on a machine without a GPU can never be a device run
-        if mode == "device" and target.is_gpu and target != detect_target():
+        mode = kernel.run_mode(run_target) if M is None else kernel.run_mode_for(M, K, run_target)
+        if mode == "device" and target.is_gpu and simulated:
+            why = f"target={target} is simulated: this machine is {here}"
             mode = "model"
-        return mode, ""
+        if mode == "model" and not kernel.has_model:
+            return None, f"cannot run here and has no model: {why or 'the kernel runs as its model here'}"
+        return mode, why if mode == "model" else ""
     if not kernel.has_model:
         return None, f"cannot run here and has no model: {why}"
     return "model", why
@@ -79,15 +105,12 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
     if k.name != case.kernel:
         case = case.with_kernel(k.name)
     t = parse_target(target) if isinstance(target, str) else target
-    v = Verdict(case.id, k.name, case.tier, "skip", None, replay=replay_command(case.id, t))
+    v = Verdict(case.id, k.name, case.tier, "skip", None, replay=replay_command(case.id, t, k.name))
+    timed_out = None
     config = case.config()
     refusal = k.can_implement(config, t)
-    mode, why = _execution(k, t)
-    if mode not in (None, "model") and case.M is not None:
-        # kernels that dispatch on the runtime shape (the hybrid's HIP GEMV vs Triton skinny) say per call
-        mode = k.run_mode_for(case.M, case.K, t)
-        if mode == "device" and t.is_gpu and t != detect_target():
-            mode = "model"
+    # kernels that dispatch on the runtime shape (the hybrid's HIP GEMV vs Triton skinny) say per call
+    mode, why = _execution(k, t, case.M, case.K) if case.M is not None else _execution(k, t)
     no_exact = exact_tier_unjudgeable(k, mode, t, config) if case.tier == "exact" else None
     if refusal is not None:
         v.detail = f"gate refuses on {t}: {refusal}"
@@ -97,19 +120,25 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
         v.detail = why
     else:
         v.run_mode = mode
+        timeout.set_current(case_id=v.case_id, kernel=v.kernel, check=v.check, replay=v.replay,
+                            family=case.family, target=str(t), run_mode=mode)
         try:
             cmp, deterministic_note = get_family(case.family).run(case, k, config,
-                                                                  Execution(k, mode, check_determinism))
+                                                                  Execution(k, mode, check_determinism, t))
             v.outcome = "pass" if cmp.ok else "fail"
             v.metrics, v.detail = cmp.metrics, cmp.detail + deterministic_note
             if mode == "model":
                 v.detail += f" (model run: {why})" if why else " (model run)"
+        except timeout.CaseTimeout as e:  # a hung kernel: this case's error verdict, recorded below
+            v.outcome, v.detail, e.verdict, timed_out = "error", str(e), v, e
         except Exception as e:  # noqa: BLE001 - a raising kernel is a verdict, reported with its case id
             v.outcome = "error"
             v.detail = f"{type(e).__name__}: {' '.join(str(e).split())[:500]}"
     if record:
         results.record(v.kernel, v.check, v.outcome, run_mode=v.run_mode, case_id=v.case_id, metrics=v.metrics,
                        detail=v.detail, replay=v.replay, family=case.family, target=str(t))
+    if timed_out is not None and timeout.propagates():
+        raise timed_out  # BaseException: the test fails now, hypothesis neither shrinks nor replays it
     return v
 
 

@@ -12,6 +12,10 @@ accumulation term becomes c*sqrt(B)*u_inner*S + c*u_outer*sqrt(sum_j p_j^2 + sum
 any running sum of j partials over every order; without the exact partials (a kernel that permutes K) it is
 c*sqrt(2P-1)*u_outer*min(S, c*R).
 
+Two dequant roundings (Numerics.dequant_roundings = 2, GemLite's fma(q, s, round(-z*s))): the pre-rounded -z*s
+errs by up to u_deq*|z*s|, which is not bounded by |W|, so a second dequant term u_deq*min(S_z, c*R_z) is
+charged, S_z = |x| @ |z*s| and R_z = sqrt(x^2 @ (z*s)^2) (without them: S and R, i.e. u_deq charged twice).
+
 compare_exact: bit equality of the kernel output and the reference cast once to the output dtype.
 """
 from __future__ import annotations
@@ -49,16 +53,21 @@ class ErrorModel:
     c: float = C_ACC
     block: int | None = None  # K-terms per inner block; None: one block spans K
     outer_dtype: torch.dtype | None = None  # the dtype block partials are rounded to and added in
+    dequant_roundings: int = 1  # 2: -z*s rounded before the fma, charged as a second dequant term
 
     def blocked(self, K: int) -> bool:
         """True when K spans more than one block: the outer roundings are charged separately."""
         return self.block is not None and K > self.block
 
     def tolerance(self, y_ref: torch.Tensor, S: torch.Tensor, K: int, R: torch.Tensor | None = None,
-                  partials: torch.Tensor | None = None) -> torch.Tensor:
-        """Per-element bound (fp64) for reference y_ref, S = |x| @ |W|, optionally R = sqrt(x^2 @ W^2) and the
-        exact block partials [P, M, N] (`block_partials`; used only when `blocked(K)`)."""
+                  partials: torch.Tensor | None = None, zs: tuple | None = None) -> torch.Tensor:
+        """Per-element bound (fp64) for reference y_ref, S = |x| @ |W|, optionally R = sqrt(x^2 @ W^2), the
+        exact block partials [P, M, N] (`block_partials`; used only when `blocked(K)`) and zs = (S_z, R_z) of the
+        pre-rounded zero term (used only with dequant_roundings = 2; default (S, R))."""
         deq = S if R is None else torch.minimum(S, self.c * R)
+        if self.dequant_roundings == 2:
+            Sz, Rz = (S, R) if zs is None else zs
+            deq = deq + (Sz if Rz is None else torch.minimum(Sz, self.c * Rz))
         if not self.blocked(K):
             acc = self.c * math.sqrt(K) * unit_roundoff(self.accumulate_dtype) * S
         else:
@@ -94,7 +103,8 @@ def error_model_for(kernel, config, out_dtype: torch.dtype, M: int | None = None
     """The model from the kernel's declared numerics for this config and M (Kernel.numerics: dtypes, blocks)."""
     num = kernel.numerics(config, M)
     inner, block, outer = num.accumulation
-    return ErrorModel(out_dtype, num.dequant_dtype or out_dtype, inner, block=block, outer_dtype=outer)
+    return ErrorModel(out_dtype, num.dequant_dtype or out_dtype, inner, block=block, outer_dtype=outer,
+                      dequant_roundings=num.dequant_roundings)
 
 
 @dataclass
@@ -130,11 +140,12 @@ def l2_bound(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
 
 
 def compare_statistical(y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, model: ErrorModel, K: int,
-                        R: torch.Tensor | None = None, xw: tuple | None = None) -> Comparison:
+                        R: torch.Tensor | None = None, xw: tuple | None = None, zs: tuple | None = None) -> Comparison:
     """Error ratio |y - y_ref| / tol per element; ok iff every ratio <= 1 and no unexpected NaN/inf.
 
     xw = (x, W) in the kernel's K order lets a blocked model use the exact block partials; leave it None when
     the kernel permutes K (act-order): the model then falls back to the min(S, c*R) magnitude bound.
+    zs = (S_z, R_z): the magnitude of the pre-rounded zero term for a two-rounding dequant (`ErrorModel.tolerance`).
 
     Metrics: max_ratio, p99_ratio, nmse (sum err^2 / sum y_ref^2), max_abs_err, worst_index, mean_ratio.
     """
@@ -143,7 +154,7 @@ def compare_statistical(y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, m
     finite = torch.isfinite(expected.double())
     err = (y.double() - y_ref).abs().where(finite, torch.zeros((), dtype=torch.float64))
     partials = block_partials(*xw, model.block) if xw is not None and model.blocked(K) else None
-    tol = model.tolerance(y_ref, S, K, R, partials)
+    tol = model.tolerance(y_ref, S, K, R, partials, zs)
     # tol == 0 only where S == 0 (all-zero rows/columns): then y must be exactly 0
     ratio = torch.where(tol > 0, err / tol.clamp(min=torch.finfo(torch.float64).tiny),
                         torch.where(err > 0, torch.full_like(err, math.inf), torch.zeros_like(err)))

@@ -29,14 +29,15 @@ def check_family(family: str | None) -> str | None:
     return family
 
 
-def parse_target(text: str):
-    """The Target named by --target; bad names raise InvalidInput listing the allowed forms."""
+def parse_target(text: str, *, allow_unknown: bool = False, field: str = "--target"):
+    """The Target named by --target; bad names raise InvalidInput listing the allowed forms (`allow_unknown`:
+    a well-formed name of an architecture the project does not know yet is accepted with a warning)."""
     from conformance.core.targets import parse_target as _parse
 
     try:
-        return _parse(text)
+        return _parse(text, allow_unknown=allow_unknown)
     except InvalidInput as e:
-        raise InvalidInput("--target", text, e.allowed) from None
+        raise InvalidInput(field, text, e.allowed) from None
 
 
 def resolve_kernels(text: str | None):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
 
 from conformance.cli import _args
 from references.errors import InvalidInput
@@ -23,12 +22,30 @@ def add_arguments(parser) -> None:
     parser.add_argument("--hidden", type=int, default=7168, help="hidden size for fp8 gates (default: %(default)s)")
 
 
+def check_sizes(n: int, k: int, hidden: int) -> None:
+    """The sweep's layer sizes, by the shared dimension rules (conformance.families.limits): N a positive
+    multiple of 8, K and hidden positive multiples of every group size the sweep covers (so every swept config
+    is a valid layer); InvalidInput names the flag."""
+    import math
+
+    from conformance.families import get_family, limits
+
+    w4_groups = [g for g in get_family("w4a16").COVERAGE_GROUPS if g > 0]
+    fp8_groups = [g for _, vals in get_family("fp8_group_quant").axes if _ == "group_size" for g in vals]
+    for flag, value, mult in (("--n", n, 8), ("--k", k, math.lcm(*w4_groups)), ("--hidden", hidden,
+                                                                                   math.lcm(*fp8_groups))):
+        limits.require_dim(flag, value, multiple_of=mult)
+
+
 def run(args) -> int:
-    from conformance.reports import coverage
+    from conformance.reports import coverage, files
 
     if args.format not in FORMATS:
         raise InvalidInput("--format", args.format, f"one of {list(FORMATS)}")
-    target = _args.parse_target(args.target)
+    check_sizes(args.n, args.k, args.hidden)
+    if args.out:  # checked before the sweep: no work is thrown away on an unwritable path
+        files.writable_file("--out", args.out)
+    target = _args.parse_target(args.target, allow_unknown=True)  # future chips are the point of coverage
     kernels = _args.resolve_kernels(args.kernels)
     report = coverage.sweep(target, kernels, N=args.n, K=args.k, hidden=args.hidden)
     if args.format == "json":
@@ -38,8 +55,7 @@ def run(args) -> int:
     else:
         text = coverage.render_table(report)
     if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text, encoding="utf-8")
+        files.atomic_write_text(args.out, text, "--out")
         print(f"wrote {args.out} ({len(report['configs'])} configs, {report['n_unserved']} unserved, "
               f"swept in {report['wall_time_s']:.3f} s)", file=sys.stderr)
     else:

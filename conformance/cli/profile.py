@@ -32,11 +32,15 @@ def run(args) -> int:
         raise InvalidInput("--save/--compare", (args.save, args.compare),
                            "exactly one of --save FILE or --compare FILE")
     growth = error_profile.GROWTH_LIMIT if args.growth is None else args.growth
-    if not growth > 1:
+    if not (growth > 1 and growth < float("inf")):
         raise InvalidInput("--growth", args.growth, "a number > 1")
     target = _args.parse_target(args.target)
     kernels = _args.resolve_kernels(args.kernels)
-    saved = error_profile.load(args.compare) if args.compare else None
+    if args.save:  # checked before the corpus runs: no work is thrown away on an unwritable path
+        from conformance.reports import files
+
+        files.writable_file("--save", args.save)
+    saved = error_profile.load(args.compare) if args.compare else None  # fully validated before the corpus runs
     prof = error_profile.run_profile(kernels, target)
     if args.save:
         error_profile.save(prof, args.save)

@@ -7,6 +7,8 @@ it, not blame them). 2 is a malformed id or target (the same at every commit: fi
 """
 from __future__ import annotations
 
+import sys
+
 NAME = "repro"
 HELP = ("replay one case id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here (incl. kernel "
         "not registered at this commit), 2 bad id")
@@ -19,23 +21,47 @@ def add_arguments(p) -> None:
                    "w4a16/triton_w4a16/M3-N64-K256-g32-uint4-ao-fp16-gptq_v1-exact-exact-s1234")
     p.add_argument("--target", default="auto", help="target to judge gates for (default: auto, this machine)")
     p.add_argument("--no-determinism", action="store_true", help="run the kernel once (skip the two-run check)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="per-call time limit in seconds; a kernel running longer is an ERROR verdict (exit 1); "
+                        "0 = none (default: 300)")
+
+
+def _checked_target_and_timeout(args):
+    """The --target (named in errors as --target) and the --timeout limit, configured for this process's run_case
+    (a timeout is this case's ERROR verdict: exit 1)."""
+    import math
+
+    from conformance.checks import timeout
+    from conformance.cli import _args
+    from references.errors import require
+
+    limit = timeout.REPRO_DEFAULT_S if args.timeout is None else args.timeout
+    require(math.isfinite(limit) and limit >= 0, "--timeout", args.timeout, "seconds, a finite number >= 0 (0: none)")
+    target = _args.parse_target(args.target)
+    timeout.configure(limit, propagate=False)
+    return target
 
 
 def run(args) -> int:
     from conformance.cases.ids import parse_case_id
     from conformance.checks.harness import run_case
     from conformance.core import registry
-    from conformance.core.targets import parse_target
 
     case = parse_case_id(args.case_id)  # InvalidInput -> exit 2 in cli.main
-    target = parse_target(args.target)
+    target = _checked_target_and_timeout(args)
     try:
         kernel = registry.get_kernel(case.kernel)
     except registry.RegistryError as e:
-        print(f"SKIP {case.id} -- cannot judge at this commit: {e}")
+        # a plugin kernel's printed replay line names its module (`--plugin MODULE`); without it, it is absent here
+        print(f"SKIP {case.id} -- cannot judge at this commit: {e} (a plugin kernel registers only when its module "
+              "is loaded: `python -m conformance --plugin MODULE repro ID` or CONFORMANCE_PLUGINS=MODULE)")
         return EXIT_CANNOT_RUN
+    # said before the kernel runs: a kernel that ends the process (os._exit, a segfault) still leaves the case named
+    print(f"repro: running {case.id} on {target}", file=sys.stderr, flush=True)
     v = run_case(case, kernel, target, check_determinism=not args.no_determinism)
     print(v.line())
     if v.metrics:
         print("metrics: " + ", ".join(f"{k}={val}" for k, val in sorted(v.metrics.items())))
+    # skip: the gate refuses on this target, or the kernel cannot run here and has no model (harness._execution:
+    # e.g. a device-only op for a simulated GPU target): 125, never 1
     return {"pass": EXIT_PASS, "skip": EXIT_CANNOT_RUN}.get(v.outcome, EXIT_FAIL)

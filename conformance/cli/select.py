@@ -63,7 +63,7 @@ def build_config(args):
         foreign = [f for other in all_families() if other is not fam for f in other.cli_fields
                    if f not in fam.cli_fields]
         _reject_foreign(args, foreign, fam.name)
-        return fam.config_from_args(args)
+        return fam.config_from_args(args).check_layer()  # the shared layer rules (conformance.families.limits)
     except InvalidInput as e:
         if e.field in _FLAG:
             raise InvalidInput(_FLAG[e.field], e.value, e.allowed) from None

@@ -24,6 +24,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--try-refused", action="store_true",
                         help="also run kernels on configs their gates refuse here (gate bypassed; reported "
                              "separately, never counted as conformance results)")
+    parser.add_argument("--timeout", type=float, default=None, metavar="S",
+                        help="per-call time limit in seconds: a hung kernel fails that case and the run goes on "
+                             "(default by profile: ci 60, nightly 300, exhaustive 900; 0 = none)")
     parser.add_argument("-n", dest="workers", default="auto", metavar="N",
                         help="pytest-xdist workers: a number, 'auto' (default) or 0 for one process")
 
@@ -38,16 +41,34 @@ def _workers(text: str):
 
 
 def run(args) -> int:
-    from conformance.reports import report
-    from conformance.reports.validate import validate
+    """Exit 0/1 as the report says, 2 on bad arguments (every one checked before the run, output paths too),
+    130/143 when SIGINT/SIGTERM stopped it (the pytest child's process group is stopped, the previous report kept)."""
+    from conformance.cases.profiles import get_profile
+    from conformance.reports import files, report
+    from conformance.reports.validate import Interrupted, validate
 
     target = _args.parse_target(args.target)
     if args.kernels is not None:
         _args.resolve_kernels(args.kernels)  # unknown names: exit 2 before anything runs
-    doc, code = validate(target, profile=args.profile, kernels=args.kernels, out_dir=args.out,
-                         junitxml=args.junitxml, workers=_workers(args.workers), try_refused=args.try_refused,
-                         plugins=getattr(args, "plugin", []),
-                         progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    try:
+        get_profile(args.profile)
+    except InvalidInput as e:
+        raise InvalidInput("--profile", args.profile, e.allowed) from None
+    workers = _workers(args.workers)
+    if args.timeout is not None and not (0 <= args.timeout < float("inf")):
+        raise InvalidInput("--timeout", args.timeout, "seconds, a finite number >= 0 (0: no limit)")
+    files.writable_dir("--out", args.out)
+    if args.junitxml:
+        files.writable_file("--junitxml", args.junitxml)
+    try:
+        doc, code = validate(target, profile=args.profile, kernels=args.kernels, out_dir=args.out,
+                             junitxml=args.junitxml, workers=workers, try_refused=args.try_refused,
+                             plugins=getattr(args, "plugin", []), timeout=args.timeout,
+                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+    except Interrupted as e:
+        print(f"validate: {e}; the pytest run was stopped and the previous report in {args.out} left as it was",
+              file=sys.stderr)
+        return e.exit_code
     sys.stdout.write(report.terminal_summary(doc))
     from pathlib import Path
 

@@ -19,18 +19,32 @@ Plugins written against the first interface keep working: the attributes they se
 `exact_tier_max_k`, `zero_group_policy`, `device_inexact_reason`, the methods `dequant_dtype`,
 `accumulate_dtype`, `accumulation`, `last_launch_config`, and a `model` override) are read by the default
 `numerics()` / `launch_config()` / `has_model`, so they still mean what they meant.
+
+Kernel API v2 (`api_version = 2`): the harness calls `load(source, ctx)`, `apply(operands, x, ctx)` and
+`model(operands, x, ctx)` with a `RunContext` (target, device, run mode), and x on ctx.device; v1 kernels
+(`api_version = 1`, the default) are called exactly as before. Call kernels through `kernel_load` /
+`kernel_call`, which pick the right form. `intake` (an `Intake`) declares the checkpoint formats and tensors
+a w4a16 loader takes; formats outside it are refused before `can_implement` is asked.
 """
 from __future__ import annotations
 
 import abc
+import functools
 from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 
 from conformance.core.targets import Target
+from references.checkpoint import CHECKPOINT_FORMATS
+from references.errors import InvalidInput, require
 
 RUN_MODES = ("device", "interpreter", "model")
+API_VERSIONS = (1, 2)
+# how an fp8 group scale and q are formed: the reference's IEEE division, vLLM main's multiply by the correctly
+# rounded fp32 1/fp8_max (vllm#37833; q still x / s), or an approximate reciprocal (no bit-exact reference)
+FP8_SCALE_CONVENTIONS = ("divide", "reciprocal", "fast_reciprocal")
+DEQUANT_ROUNDINGS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,12 @@ class Numerics:
     zero_group_policy: fp8 only: the scale of an all-zero group (a `references.fp8.ZERO_GROUP_POLICIES` name,
         or the kernel's own, which leaves the exact tier unjudgeable).
     device_inexact_reason: why device runs are not bit-exact (exact tier then skipped on a GPU), or None.
+    fp8_scale: fp8 only: "divide" (s = amax / fp8_max, q = x / s: the reference), "reciprocal" (s = amax *
+        fp32(1/fp8_max), correctly rounded constant; q = x / s) or "fast_reciprocal" (approximate: statistical only).
+    dequant_roundings: 1 (W = (q - z) * s rounded once to the dequant dtype) or 2 (GemLite's fma(q, s, round(-z*s)):
+        -z*s rounded to the dequant dtype first, then one fused multiply-add rounding).
+    atomics: partials are added in any order (split-K atomics): determinism is then not claimed nor checked.
+    Accumulation may depend on M: `Kernel.numerics(config, M)` returns the declaration for that M.
     """
 
     dequant_dtype: torch.dtype | None = None
@@ -54,14 +74,91 @@ class Numerics:
     exact_tier_max_k: int | None = None
     zero_group_policy: str | None = None
     device_inexact_reason: str | None = None
+    fp8_scale: str = "divide"
+    dequant_roundings: int = 1
+    atomics: bool = False
+
+    def __post_init__(self):
+        require(self.fp8_scale in FP8_SCALE_CONVENTIONS, "Numerics.fp8_scale", self.fp8_scale,
+                f"one of {FP8_SCALE_CONVENTIONS}")
+        require(type(self.dequant_roundings) is int and self.dequant_roundings in DEQUANT_ROUNDINGS,
+                "Numerics.dequant_roundings", self.dequant_roundings, f"one of {DEQUANT_ROUNDINGS}")
+        require(isinstance(self.atomics, bool), "Numerics.atomics", self.atomics, "True or False")
+        acc = self.accumulation
+        require(isinstance(acc, (tuple, list)) and len(acc) == 3, "Numerics.accumulation", acc,
+                "a tuple (inner_dtype, block or None, outer_dtype)")
+        object.__setattr__(self, "accumulation", tuple(acc))  # frozen: a list declaration is kept as a tuple
 
     @property
     def accumulate_dtype(self) -> torch.dtype:
         """The inner (per-block) accumulator dtype."""
         return self.accumulation[0]
 
+    @property
+    def claims_determinism(self) -> bool:
+        """True when two calls must give identical bits: declared deterministic and no atomics."""
+        return self.deterministic and not self.atomics
+
     def replace(self, **changes) -> Numerics:
         return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Where and how one kernel call runs (API v2): the target judged, the torch device operands and x live on,
+    and the run mode ('device', 'interpreter' or 'model')."""
+
+    target: Target
+    device: str
+    mode: str
+
+    def __post_init__(self):
+        require(self.mode in RUN_MODES, "RunContext.mode", self.mode, f"one of {RUN_MODES}")
+
+    @classmethod
+    def here(cls, kernel: Kernel, target: Target | None = None, mode: str | None = None) -> RunContext:
+        """The context of a call on this machine: target default detected, mode default kernel.run_mode(target),
+        device the CPU for a model run, else the device kernels run on here."""
+        from conformance.core.runtime import kernel_device
+        from conformance.core.targets import detect_target
+
+        target = detect_target() if target is None else target
+        mode = kernel.run_mode(target) if mode is None else mode
+        return cls(target, "cpu" if mode == "model" else kernel_device(), mode)
+
+
+@dataclass(frozen=True)
+class Intake:
+    """What a w4a16 kernel's `load` takes: the checkpoint formats, and the checkpoint tensor names it reads
+    (None: every tensor the format carries). The suite feeds it only those."""
+
+    formats: tuple = CHECKPOINT_FORMATS
+    tensors: tuple | None = None
+
+    def __post_init__(self):
+        fmts = (self.formats,) if isinstance(self.formats, str) else tuple(self.formats)
+        bad = [f for f in fmts if f not in CHECKPOINT_FORMATS]
+        require(fmts and not bad, "Intake.formats", self.formats,
+                f"a non-empty tuple of {list(CHECKPOINT_FORMATS)}")
+        object.__setattr__(self, "formats", fmts)
+        if self.tensors is not None:
+            names = (self.tensors,) if isinstance(self.tensors, str) else tuple(self.tensors)
+            require(names and all(isinstance(n, str) for n in names), "Intake.tensors", self.tensors,
+                    "None or a non-empty tuple of checkpoint tensor names")
+            object.__setattr__(self, "tensors", names)
+
+    def refusal(self, config) -> str | None:
+        """Why a config's checkpoint format is not fed to this loader (None: it is, or the config has no format)."""
+        fmt = getattr(config, "format", None)
+        if fmt is None or fmt in self.formats:
+            return None
+        return f"format={fmt!r} not in the kernel's intake (allowed: {', '.join(self.formats)})"
+
+    def restrict(self, checkpoint):
+        """The checkpoint holding only the declared tensors (all of them when `tensors` is None)."""
+        if self.tensors is None:
+            return checkpoint
+        return replace(checkpoint, tensors={k: v for k, v in checkpoint.tensors.items() if k in self.tensors})
 
 
 class Kernel(abc.ABC):
@@ -73,6 +170,11 @@ class Kernel(abc.ABC):
     op: Any = None  # the torch.library op handle, for kernels exposed as custom ops
     has_model: bool = False  # True when `model` is implemented
     gate_note: str = ""  # optional free text shown beside the gate summary derived from can_implement
+    api_version: int = 1  # 2: load(source, ctx), apply(operands, x, ctx), model(operands, x, ctx)
+    intake: Intake = Intake()  # checkpoint formats / tensors the loader takes (w4a16); a tuple of formats is read
+    # fp8_group_quant: True when the kernel is a quant route a model layer emits after RMSNorm; the fusion check
+    # (conformance/checks/fusion.py) then requires the compiler's RMSNorm + quant pass to fuse it
+    fusion_route: bool = False
 
     # v1 declarations, read by the default numerics(); new kernels override numerics() instead
     deterministic: bool = True
@@ -89,6 +191,21 @@ class Kernel(abc.ABC):
         # v1 name of the free-text gate line
         if "gate_summary" in cls.__dict__ and "gate_note" not in cls.__dict__:
             cls.gate_note = cls.__dict__["gate_summary"]
+        if cls.api_version not in API_VERSIONS:
+            raise InvalidInput(f"{cls.__name__}.api_version", cls.api_version, f"one of {API_VERSIONS}")
+        if "intake" in cls.__dict__ and not isinstance(cls.intake, Intake):
+            cls.intake = Intake(formats=cls.intake)  # shorthand: intake = ("gptq_v2", "awq")
+        # the intake is part of the gate: every consumer of can_implement (strategies, harness, select,
+        # coverage, list) sees formats outside it refused, with the intake named as the reason
+        gate = cls.__dict__.get("can_implement")
+        if gate is not None and not getattr(gate, "__isabstractmethod__", False) \
+                and not getattr(gate, "_intake_checked", False):
+            @functools.wraps(gate)
+            def can_implement(self, config, target, _gate=gate):
+                return self.intake.refusal(config) or _gate(self, config, target)
+
+            can_implement._intake_checked = True
+            cls.can_implement = can_implement
 
     # ---- the three abstract methods ----------------------------------------------------------------------
     @abc.abstractmethod
@@ -98,16 +215,17 @@ class Kernel(abc.ABC):
     # load and apply are abstract in the contract but not enforced at class creation: a gate-only kernel (one
     # that is listed, selected and swept for coverage but never run) was a valid v1 plugin and stays one
     def load(self, source, config=None):
-        """The family's weight source (w4a16: a Checkpoint; fp8_group_quant: the config) -> operands."""
+        """The family's weight source (w4a16: a Checkpoint; fp8_group_quant: the config) -> operands.
+        API v2: `load(source, ctx)` with a RunContext in place of the optional config."""
         raise NotImplementedError(f"kernel {self.name!r} implements no load (a gate-only kernel)")
 
-    def apply(self, operands, x: torch.Tensor):
-        """Run the real kernel on operands from `load`."""
+    def apply(self, operands, x: torch.Tensor, *ctx):
+        """Run the real kernel on operands from `load` (API v2: `apply(operands, x, ctx)`, x on ctx.device)."""
         raise NotImplementedError(f"kernel {self.name!r} implements no apply (a gate-only kernel)")
 
     # ---- optional, declared --------------------------------------------------------------------------------
-    def model(self, operands, x: torch.Tensor):
-        """A plain-torch reading of the same operands; implement it and set `has_model = True`."""
+    def model(self, operands, x: torch.Tensor, *ctx):
+        """A plain-torch reading of the same operands (API v2: `model(operands, x, ctx)`); implement it."""
         raise NotImplementedError(f"kernel {self.name!r} declares no model (has_model = False)")
 
     def availability(self, target: Target) -> str | None:
@@ -127,7 +245,8 @@ class Kernel(abc.ABC):
 
     def numerics(self, config, M: int | None = None) -> Numerics:
         """The numerics of a call on `config` with M rows (None: any M). Default: read the v1 declarations.
-        config None asks for the config-independent fields only (determinism, policies): dtypes stay default."""
+        config None asks for the config-independent fields only (determinism, policies): dtypes stay default.
+        Override it to declare the v2 fields or an accumulation that depends on M (callers judging a call pass M)."""
         if config is None:
             return Numerics(deterministic=self.deterministic, exact_tier_max_k=self.exact_tier_max_k,
                             zero_group_policy=self.zero_group_policy, device_inexact_reason=self.device_inexact_reason)
@@ -160,3 +279,21 @@ class Kernel(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} family={self.family} priority={self.priority}>"
+
+
+def kernel_load(kernel: Kernel, source, ctx: RunContext | None = None, *v1_args):
+    """Operands from `source`: v2 `kernel.load(source, ctx)` (ctx default: RunContext.here(kernel)); v1
+    `kernel.load(source, *v1_args)`, the call v1 kernels always got."""
+    if kernel.api_version == 1:
+        return kernel.load(source, *v1_args)
+    return kernel.load(source, RunContext.here(kernel) if ctx is None else ctx)
+
+
+def kernel_call(kernel: Kernel, operands, x, ctx: RunContext | None = None, model: bool = False):
+    """One call of apply (or model): v2 with ctx (default: RunContext.here(kernel)), v1 as (operands, x)."""
+    fn = kernel.model if model else kernel.apply
+    if kernel.api_version == 1:
+        return fn(operands, x)
+    if ctx is None:
+        ctx = RunContext.here(kernel, mode="model" if model else None)
+    return fn(operands, x, ctx)

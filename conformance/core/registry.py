@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,13 +32,74 @@ class RegistryError(RuntimeError):
 def register_kernel(cls_or_obj):
     """Class decorator (or call with an instance): registers one kernel under its unique `name`."""
     obj = cls_or_obj() if isinstance(cls_or_obj, type) else cls_or_obj
-    if not obj.name or obj.family not in FAMILIES:
-        raise RegistryError(f"kernel {obj!r}: name must be set and family one of {FAMILIES}")
+    name = getattr(obj, "name", None)
+    if not isinstance(name, str) or not KERNEL_NAME_RE.fullmatch(name):
+        raise RegistryError(f"kernel name={name!r} ({type(obj).__name__}) is invalid; allowed: {KERNEL_NAME_ALLOWED}")
+    if getattr(obj, "family", None) not in FAMILIES:
+        raise RegistryError(f"kernel {name!r}: family={getattr(obj, 'family', None)!r} is invalid; "
+                            f"allowed: one of {list(FAMILIES)}")
+    _contain(obj)
     old = _REGISTRY.get(obj.name)
     if old is not None and type(old) is not type(obj):
         raise RegistryError(f"kernel name {obj.name!r} registered twice ({type(old)} and {type(obj)})")
     _REGISTRY[obj.name] = obj
+    _ORIGIN[obj.name] = _loading[-1] if _loading else type(obj).__module__
     return cls_or_obj
+
+
+# ---- where each kernel came from (replay lines name the plugin module that registers a kernel) ----------------
+_ORIGIN: dict[str, str] = {}  # kernel name -> the plugin module being loaded when it registered, else its class's
+_loading: list[str] = []  # the plugin modules being imported by load_plugin / load_all, innermost last
+
+
+def kernel_plugin(name: str) -> str | None:
+    """The module to import (`--plugin MODULE`) so that kernel `name` registers, or None for a built-in kernel
+    (`conformance_kernels`) or an unknown name."""
+    mod = _ORIGIN.get(name)
+    if mod is None or mod == BUILTIN_PACKAGE or mod.startswith(BUILTIN_PACKAGE + "."):
+        return None
+    return mod
+
+
+# ---- containment: a misbehaving plugin's gate or availability is that kernel's refusal, never a crash ----------
+KERNEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+")  # the case-id grammar's kernel field (conformance.cases.ids)
+KERNEL_NAME_ALLOWED = "a non-empty name of letters, digits, '_' and '.'"
+_CONTAINED = ("can_implement", "availability")
+
+
+def raised(method: str, e: BaseException) -> str:
+    """The refusal/unavailability reason for a kernel method that raised: `gate raised ValueError: ...`."""
+    what = "gate" if method == "can_implement" else method
+    return f"{what} raised {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
+def _contain(obj) -> None:
+    """Wrap the kernel's `can_implement` and `availability` (instance attributes shadowing the class's) so an
+    exception becomes a reason string (`gate raised ValueError: ...`): every caller (select, list, coverage,
+    the ledger, the harness, repro) then sees a refusal of that kernel only. A non-str, non-None return is a
+    refusal too. load/apply/model exceptions are contained where they are called (the harness's error verdict)."""
+    import functools
+
+    for method in _CONTAINED:
+        fn = getattr(obj, method, None)
+        if fn is None or getattr(fn, "_conformance_contained", False):
+            continue
+
+        def guarded(*args, _fn=fn, _method=method, **kw):
+            try:
+                out = _fn(*args, **kw)
+            except Exception as e:  # noqa: BLE001 - a plugin's bug is its own refusal, reported with the kernel
+                return raised(_method, e)
+            if out is not None and not isinstance(out, str):
+                return f"{'gate' if _method == 'can_implement' else _method} returned {out!r} (expected None or a str)"
+            return out
+
+        guarded = functools.wraps(fn)(guarded)
+        guarded._conformance_contained = True
+        try:
+            setattr(obj, method, guarded)
+        except (AttributeError, TypeError):  # __slots__ or a frozen object: left as it is
+            pass
 
 
 def unregister_kernel(name: str) -> None:
@@ -62,10 +124,13 @@ def load_plugin(module: str) -> None:
     """Import one plugin module (which registers kernels). Import failures are errors, never skipped."""
     if module in _loaded_plugins:
         return
+    _loading.append(module)
     try:
         importlib.import_module(module)
     except Exception as e:  # noqa: BLE001 - re-raised with the module named
         raise RegistryError(f"conformance plugin {module!r} failed to import: {type(e).__name__}: {e}") from e
+    finally:
+        _loading.pop()
     _loaded_plugins.add(module)
 
 

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 from conformance.core.bits import as_bytes, bits_equal
 from conformance.core.dtypes import FP8_DTYPES, INPUT_DTYPES, LONG, SHORT, torch_dtype
+from conformance.families import limits
 from conformance.families.base import CaseField, Family, Grade
 from conformance.families.fp8_inputs import FP8_REGIMES
 from references.errors import require
@@ -25,11 +26,15 @@ class Fp8QuantConfig:
     family = "fp8_group_quant"
 
     def __post_init__(self):
-        require(self.group_size > 0, "group_size", self.group_size, "a positive integer")
+        limits.require_dim("group_size", self.group_size)
         require(self.dtype in INPUT_DTYPES, "dtype", self.dtype, f"one of {sorted(INPUT_DTYPES)}")
         require(self.fp8_dtype in FP8_DTYPES, "fp8_dtype", self.fp8_dtype, f"one of {sorted(FP8_DTYPES)}")
-        require(self.hidden % self.group_size == 0, "hidden", self.hidden,
-                f"a multiple of group_size={self.group_size}")
+        # shared layer-dimension rules (conformance.families.limits): hidden a positive multiple of group_size
+        limits.require_dim("hidden", self.hidden, multiple_of=self.group_size)
+
+    def check_layer(self) -> Fp8QuantConfig:
+        """The layer rules every command applies (the constructor already enforces them all). Returns self."""
+        return self
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -64,6 +69,8 @@ class Fp8GroupQuantFamily(Family):
         Every regime is allowed in the exact tier (group quant is bit-exact on any data)."""
         for f in ("tokens", "hidden", "group_size"):
             require(getattr(case, f) > 0, f, getattr(case, f), "a positive int")
+        limits.require_dim("tokens", case.tokens, limit=limits.MAX_ROWS)  # absurd sizes are bad ids, not crashes
+        limits.require_dim("hidden", case.hidden)
         require(case.hidden % case.group_size == 0, "hidden", case.hidden,
                 f"a multiple of group_size={case.group_size}")
 
@@ -179,12 +186,15 @@ class Fp8GroupQuantFamily(Family):
 
     # ---- running and grading ------------------------------------------------------------------------------------
     def exact_unjudgeable(self, numerics) -> str | None:
-        from references.fp8 import ZERO_GROUP_POLICIES
+        from references.fp8 import FP8_SCALE_CONVENTIONS, ZERO_GROUP_POLICIES
 
         policy = numerics.zero_group_policy
         if policy is not None and policy not in ZERO_GROUP_POLICIES:
             return (f"exact tier not applicable: zero_group_policy={policy!r} has no bit-exact reference "
                     f"(reference conventions: {list(ZERO_GROUP_POLICIES)}); judged in the statistical tier")
+        if numerics.fp8_scale not in FP8_SCALE_CONVENTIONS:
+            return (f"exact tier not applicable: fp8_scale={numerics.fp8_scale!r} is not bit-exact "
+                    f"(reference conventions: {list(FP8_SCALE_CONVENTIONS)}); judged in the statistical tier")
         return None
 
     def run(self, case, kernel, config, ex) -> tuple:
@@ -193,7 +203,7 @@ class Fp8GroupQuantFamily(Family):
 
         x = fp8_activations(case.tokens, case.hidden, case.dtype, case.regime, case.seed, case.group_size,
                             case.fp8_dtype)
-        params = kernel.load(config)
+        params = ex.load(config)
         xd = x.to(ex.device)
         raw = ex.call(params, xd)
         col_strides = raw[1].stride() if isinstance(raw, (tuple, list)) and len(raw) == 2 else None
@@ -232,7 +242,13 @@ class Fp8GroupQuantFamily(Family):
         gate is this comparison's statistical tier."""
         import torch
 
-        from references.fp8 import FP8_MAX, fp8_group_quant_reference, group_scales_raw, ue8m0_ambiguous
+        from references.fp8 import (
+            FP8_MAX,
+            FP8_SCALE_CONVENTIONS,
+            fp8_group_quant_reference,
+            group_scales_raw,
+            ue8m0_ambiguous,
+        )
 
         problem = self.output_problem(config, x, out)
         if problem:
@@ -241,19 +257,24 @@ class Fp8GroupQuantFamily(Family):
         x = x.detach().cpu()
         tokens, gs = x.shape[0], config.group_size
         G = config.hidden // gs
-        policy = kernel.numerics(config, tokens).zero_group_policy or "triton"
+        num = kernel.numerics(config, tokens)
+        policy = num.zero_group_policy or "triton"
+        # the declared scale convention when it is bit-exact; an approximate reciprocal is compared with the
+        # divided scale (statistical tier only: exact_unjudgeable)
+        conv = num.fp8_scale if num.fp8_scale in FP8_SCALE_CONVENTIONS else "divide"
         # a kernel with its own convention (no reference policy) is compared with the reference's scale formula
         # at its declared fp8_max, statistical tier only (exact_unjudgeable)
         own = self.exact_unjudgeable(kernel.numerics(config)) is not None
         fp8_max = float(params.fp8_max) if own else FP8_MAX[config.fp8_dtype]
         if own:
             amax = x.float().reshape(tokens, -1, gs).abs().amax(-1)
-            s_ref = torch.clamp(amax, min=float(params.eps)) / fp8_max
+            s_ref = group_scales_raw(amax, fp8_max, float(params.eps), "triton", conv)
             q_ref = torch.zeros(x.shape, dtype=FP8_DTYPES[config.fp8_dtype])
             policy = "triton"  # only for the UE8M0 ambiguity probe below; such kernels refuse UE8M0 today
         else:
             q_ref, s_ref = fp8_group_quant_reference(x, gs, config.fp8_dtype, config.ue8m0,
-                                                     config.column_major_scales, zero_group_policy=policy)
+                                                     config.column_major_scales, zero_group_policy=policy,
+                                                     fp8_scale=conv)
         if not bool(torch.isfinite(s).all()):
             return Grade(False, {"deterministic": same}, "scales contain NaN/inf")
         qf = q.to(torch.float64)
@@ -263,7 +284,7 @@ class Fp8GroupQuantFamily(Family):
         ambiguous = torch.zeros_like(s_ref, dtype=torch.bool)
         if config.ue8m0:
             amax = x.float().reshape(tokens, G, gs).abs().amax(-1)
-            ambiguous = ue8m0_ambiguous(group_scales_raw(amax, fp8_max, 1e-10, policy))
+            ambiguous = ue8m0_ambiguous(group_scales_raw(amax, fp8_max, 1e-10, policy, conv))
         s64, sr64 = s.double(), s_ref.double()
         scale_ok = (s64 == sr64) | (ambiguous & (s64 == sr64 / 2))
         # dequantized error in units of one fp8 step at the quantized value: correct rounding gives <= 1/2
@@ -274,14 +295,14 @@ class Fp8GroupQuantFamily(Family):
         n_q_diff = int((as_bytes(q) != as_bytes(q_ref)).sum())
         metrics = {"max_ratio": float(err_units.max()) * 2 if err_units.numel() else 0.0, "q_mismatches": n_q_diff,
                    "scale_mismatches": int((~(s64 == sr64)).sum()), "worst_index": worst, "deterministic": same,
-                   "zero_group_policy": policy}
+                   "zero_group_policy": policy, "fp8_scale": num.fp8_scale}
         if tier == "exact":
             ok = n_q_diff == 0 and bits_equal(s.contiguous(), s_ref.contiguous())
             if not ok and bool(scale_ok.all()) and bool(ambiguous.any()):
                 ok = metrics["max_ratio"] <= 1.0  # only ambiguous UE8M0 groups differ: judge q by rounding
             detail = ("q and scales bit-exact" if ok else
                       f"{n_q_diff} q bytes and {metrics['scale_mismatches']} scales differ from the reference "
-                      f"(policy {policy}); worst q at {worst}: got {float(qf.flatten()[flat])}, "
+                      f"(policy {policy}, fp8_scale {conv}); worst q at {worst}: got {float(qf.flatten()[flat])}, "
                       f"ref {float(q_ref.to(torch.float64).flatten()[flat])}, x/scale {float(xs.flatten()[flat]):.6g}")
         else:
             # scales within 4 fp32 ulp (GPU fp32 division is not correctly rounded), q within one fp8 step
@@ -301,11 +322,14 @@ class Fp8GroupQuantFamily(Family):
         return Fp8QuantConfig(group_size=spec["group_size"], dtype=spec["dtype"], fp8_dtype=spec["fp8_dtype"],
                               ue8m0=spec["ue8m0"], column_major_scales=spec["column_major"], hidden=spec["K"])
 
-    def contract_inputs(self, kernel, spec: dict) -> tuple:
-        """The kernel's params from its own load (no weights); x = 3 * normal, seeded."""
+    def contract_inputs(self, kernel, spec: dict, ctx=None) -> tuple:
+        """The kernel's params from its own load (API v2: with ctx, default RunContext.here); x = 3 * normal,
+        seeded."""
         import torch
 
-        operands = kernel.load(self.contract_config(spec))
+        from conformance.core.kernel import kernel_load
+
+        operands = kernel_load(kernel, self.contract_config(spec), ctx)
         gen = torch.Generator().manual_seed(spec["seed"])
         return operands, (torch.randn((spec["M"], spec["K"]), generator=gen) * 3).to(torch_dtype(spec["dtype"]))
 

@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from conformance.core.dtypes import ACT_DTYPES, LONG, SHORT, torch_dtype
+from conformance.families import limits
 from conformance.families.base import PROBE_TARGETS, CaseField, Exclusion, Family, Grade
 from references.checkpoint import CHECKPOINT_FORMATS
 from references.errors import InvalidInput, require
@@ -28,11 +29,20 @@ class W4A16Config:
 
     def __post_init__(self):
         require(self.weight_type in SCALAR_TYPES, "weight_type", self.weight_type, f"one of {sorted(SCALAR_TYPES)}")
-        require(self.group_size == -1 or self.group_size > 0, "group_size", self.group_size,
-                "-1 (channelwise) or a positive integer")
         require(self.dtype in ACT_DTYPES, "dtype", self.dtype, f"one of {sorted(ACT_DTYPES)}")
         require(self.format in CHECKPOINT_FORMATS, "format", self.format, f"one of {list(CHECKPOINT_FORMATS)}")
-        require(self.N > 0 and self.K > 0, "N, K", (self.N, self.K), "positive integers")
+        # sizes (conformance.families.limits): positive, absurd ones refused. A config may still describe a shape
+        # no real layer has (N=4100: kernels' gates must refuse it); commands call check_layer() for the layer rules
+        limits.require_dim("N", self.N)
+        limits.require_dim("K", self.K)
+        limits.require_group_size("group_size", self.group_size, channelwise=True)
+
+    def check_layer(self) -> W4A16Config:
+        """The layer rules every command applies to user input (select, coverage, case ids): N a positive multiple
+        of 8, group_size -1 or a positive divisor of K; InvalidInput names the field. Returns self."""
+        limits.require_dim("N", self.N, multiple_of=8)
+        limits.require_group("group_size", self.group_size, self.K, "K", channelwise=True)
+        return self
 
     @property
     def effective_group_size(self) -> int:
@@ -75,6 +85,9 @@ class W4A16Family(Family):
         for f in ("M", "N", "K"):
             require(getattr(case, f) > 0, f, getattr(case, f), "a positive int")
         require(case.N % 8 == 0, "N", case.N, "a positive multiple of 8")
+        limits.require_dim("M", case.M, limit=limits.MAX_ROWS)  # absurd sizes (M=10^40) are bad ids, not crashes
+        limits.require_dim("N", case.N, multiple_of=8)
+        limits.require_dim("K", case.K)
         g = case.group_size
         require(g == -1 or g > 0, "group_size", g, "-1 (channelwise, written g=ch) or a positive int")
         require(g == -1 or case.K % g == 0, "K", case.K, f"a multiple of group_size={g}")
@@ -240,7 +253,8 @@ class W4A16Family(Family):
         # GPTQ v1 cannot store z = 0 (it stores z - 1): encode with the int32 borrow real v1 checkpoints
         # carry, so every kernel reading v1 is tested on it
         policy = {"v1_zero_policy": "borrow"} if case.format == "gptq_v1" else {}
-        operands = kernel.load(codecs.encode(w, case.format, **policy))
+        # only the checkpoint tensors the kernel's intake declares (formats outside it are refused by its gate)
+        operands = ex.load(kernel.intake.restrict(codecs.encode(w, case.format, **policy)))
         xd = x.to(ex.device)
         y = ex.to_cpu(ex.call(operands, xd))
         want = (case.M, case.N)
@@ -248,15 +262,29 @@ class W4A16Family(Family):
             got = (tuple(y.shape), y.dtype) if isinstance(y, torch.Tensor) else type(y)
             return Grade(False, {}, f"output {got} is not {want} {act}"), ""
         same, note = ex.determinism(operands, xd, y, config, case.M)
-        y_ref = reference_gemm(x, w)
+        num = kernel.numerics(config, case.M)
         tol = ex.tolerance
-        if case.tier == "exact":
+        # the exact tier holds while every partial sum fits the declared accumulators at this M; past that (e.g.
+        # fp16 partials at small M) the declared error model judges the case, and the detail says so
+        inexact = exact_limit_reason(num, case.weight_type, case.K, case.M) if case.tier == "exact" else None
+        if case.tier == "exact" and inexact is None:
+            roundings = None if num.dequant_roundings == 1 else num.dequant_roundings
+            y_ref = reference_gemm(x, w, roundings, (num.dequant_dtype or act) if roundings else None)
             cmp = tol.compare_exact(y, y_ref.to(act))
         else:
+            y_ref = reference_gemm(x, w)
             W64 = w.dequantize(torch.float64)
+            zs = None
+            if num.dequant_roundings == 2:  # the pre-rounded -z*s term's own magnitude (docs/tolerance.md)
+                ZS = (w.zero_points().double() * w.scales.double())[w.group_of_row()]
+                zs = (x.double().abs() @ ZS.abs(), tol.l2_bound(x, ZS))
             # act-order kernels permute K, so natural-order block partials are not theirs: the model falls back
             cmp = tol.compare_statistical(y, y_ref, abs_bound(x, w), tol.error_model_for(kernel, config, act, case.M),
-                                          case.K, R=tol.l2_bound(x, W64), xw=None if case.act_order else (x, W64))
+                                          case.K, R=tol.l2_bound(x, W64), xw=None if case.act_order else (x, W64),
+                                          zs=zs)
+            if inexact is not None:
+                cmp.detail = f"{inexact}; judged by the declared error model: {cmp.detail}"
+                cmp.metrics["exact_judged_statistically"] = True
         cmp.metrics["deterministic"] = same
         return Grade(cmp.ok and same, cmp.metrics, cmp.detail), note
 
@@ -265,15 +293,18 @@ class W4A16Family(Family):
         return W4A16Config(weight_type=spec["wtype"], group_size=spec["group_size"], act_order=spec["act_order"],
                            dtype=spec["dtype"], format=spec["format"], N=spec["N"], K=spec["K"])
 
-    def contract_inputs(self, kernel, spec: dict) -> tuple:
-        """Canonical weight -> codec -> the kernel's own load; seeded normal activations."""
+    def contract_inputs(self, kernel, spec: dict, ctx=None) -> tuple:
+        """Canonical weight -> codec -> the kernel's own load (API v2: with ctx, default RunContext.here);
+        seeded normal activations."""
+        from conformance.core.kernel import kernel_load
         from references import codecs
         from references.generators import random_activations, random_canonical
 
         dtype, seed = torch_dtype(spec["dtype"]), spec["seed"]
         w = random_canonical(spec["K"], spec["N"], spec["group_size"], spec["wtype"], dtype, "normal", seed,
                              act_order=spec["act_order"])
-        operands = kernel.load(codecs.encode(w, spec["format"]), self.contract_config(spec))
+        operands = kernel_load(kernel, kernel.intake.restrict(codecs.encode(w, spec["format"])), ctx,
+                               self.contract_config(spec))
         return operands, random_activations(spec["M"], spec["K"], dtype, "normal", seed)
 
     def contract_specs(self):
@@ -305,6 +336,23 @@ class W4A16Family(Family):
         if args.dtype not in ACT_DTYPES:  # checked here too so the message lists only what w4a16 allows
             raise InvalidInput("dtype", args.dtype, f"one of {sorted(ACT_DTYPES)}")
         return W4A16Config(args.weight_type, args.group_size, bool(args.act_order), args.dtype, **kw)
+
+
+def exact_limit_reason(num, weight_type: str, K: int, M: int | None) -> str | None:
+    """Why exact-tier data is not summed exactly under the declared accumulation at this K and M (None: it is).
+
+    Exact-tier partial sums stay within exact_tier_max_k's bound in any order, so a sum over more than one block
+    is exact while K fits the outer dtype, one block while K fits the inner. Only accumulators narrower than fp32
+    change anything: kernels declaring fp32 are judged bit for bit as before."""
+    from references.generators import exact_tier_max_k
+
+    inner, block, outer = num.accumulation
+    dtype = outer if block is not None and K > block and outer is not None else inner
+    limit = exact_tier_max_k(weight_type, dtype)
+    if K <= limit or limit >= exact_tier_max_k(weight_type):
+        return None
+    return (f"exact tier not bit-exact at M={M}, K={K}: declared accumulation {tuple(num.accumulation)} holds "
+            f"exact-tier sums only up to K={limit}")
 
 
 def _k_candidates(group_kind, k_max: int) -> list[int]:

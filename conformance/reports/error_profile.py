@@ -12,7 +12,7 @@ before a verdict fails. Ratios below RATIO_FLOOR are compared as RATIO_FLOOR, so
 from __future__ import annotations
 
 import json
-import os
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -73,25 +73,62 @@ def run_profile(kernels=None, target="cpu") -> dict:
 
 
 def save(profile: dict, path: str) -> None:
-    """Write the profile JSON atomically (temp file, then rename)."""
-    d = os.path.dirname(os.path.abspath(path))
-    os.makedirs(d, exist_ok=True)
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(profile, f, indent=1)
-    os.replace(tmp, path)
+    """Write the profile JSON atomically (temp file, then rename); an unwritable path is InvalidInput(--save)."""
+    from conformance.reports.files import atomic_write_text
+
+    atomic_write_text(path, json.dumps(profile, indent=1) + "\n", "--save")
+
+
+_CLASS_FIELDS = {"max_ratio": "a finite number >= 0 (or Infinity)", "p99_ratio": "a finite number >= 0 (or Infinity)",
+                 "failures": "a list of case ids", "worst_case": "a case id string"}
+
+
+def _ratio_ok(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and not math.isnan(v) and v >= 0
+
+
+def validate_profile(doc, path: str) -> dict:
+    """Check every field `compare` reads: a saved profile is input, so a missing or mistyped field (or a NaN
+    ratio, which would compare as OK) is InvalidInput naming the field path, e.g. `--compare kernels.k.c.max_ratio`."""
+    def bad(where: str, value, allowed: str):
+        raise InvalidInput(f"--compare {path}: {where}", value, allowed)
+
+    if not isinstance(doc, dict):
+        bad("document", type(doc).__name__, "a JSON object written by `profile --save`")
+    if doc.get("version") != FORMAT_VERSION:
+        bad("version", doc.get("version"), f"{FORMAT_VERSION} (written by `profile --save`)")
+    if not isinstance(doc.get("target"), str):
+        bad("target", doc.get("target"), "a target name string, e.g. 'cpu'")
+    kernels = doc.get("kernels")
+    if not isinstance(kernels, dict):
+        bad("kernels", type(kernels).__name__ if kernels is not None else None,
+            "an object {kernel: {class: {max_ratio, p99_ratio, failures, worst_case}}}")
+    for kname, classes in kernels.items():
+        if not isinstance(classes, dict):
+            bad(f"kernels.{kname}", type(classes).__name__, "an object {class label: class entry}")
+        for label, entry in classes.items():
+            where = f"kernels.{kname}.{label}"
+            if not isinstance(entry, dict):
+                bad(where, type(entry).__name__, "an object with " + ", ".join(_CLASS_FIELDS))
+            for key, allowed in _CLASS_FIELDS.items():
+                v = entry.get(key)
+                ok = (_ratio_ok(v) if key.endswith("_ratio") else
+                      isinstance(v, list) and all(isinstance(x, str) for x in v) if key == "failures" else
+                      isinstance(v, str))
+                if not ok:
+                    bad(f"{where}.{key}", v, allowed + ("" if key in entry else " (missing)"))
+    return doc
 
 
 def load(path: str) -> dict:
+    """The saved profile at `path`, validated (validate_profile); unreadable or malformed: InvalidInput."""
     try:
         with open(path) as f:
             doc = json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise InvalidInput("--compare", path, f"a readable error-profile JSON file ({type(e).__name__}: {e})") from None
-    if not isinstance(doc, dict) or doc.get("version") != FORMAT_VERSION or "kernels" not in doc:
-        raise InvalidInput("--compare", path,
-                           f"an error profile written by `profile --save` (version {FORMAT_VERSION})")
-    return doc
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise InvalidInput("--compare", path, f"a readable error-profile JSON file ({type(e).__name__}: "
+                           f"{' '.join(str(e).split())[:200]})") from None
+    return validate_profile(doc, path)
 
 
 @dataclass
@@ -120,7 +157,12 @@ def compare(saved: dict, current: dict, growth_limit: float = GROWTH_LIMIT) -> P
             if now is None:
                 diff.missing.append(key)
                 continue
-            growth = max(now["max_ratio"], RATIO_FLOOR) / max(old["max_ratio"], RATIO_FLOOR)
+            new_max = now["max_ratio"]
+            # a NaN ratio (a kernel returning NaN where the reference has none) never compares as OK
+            growth = (float("inf") if math.isnan(new_max) else
+                      max(new_max, RATIO_FLOOR) / max(old["max_ratio"], RATIO_FLOOR))
+            if math.isnan(growth):  # inf / inf: a class that failed before and still fails
+                growth = 1.0
             row = {"kernel": kname, "class": label, "old_max": old["max_ratio"], "new_max": now["max_ratio"],
                    "old_p99": old["p99_ratio"], "new_p99": now["p99_ratio"], "growth": growth,
                    "worst_case": now["worst_case"]}

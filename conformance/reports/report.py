@@ -12,16 +12,16 @@ import base64
 import io
 import json
 import math
-import os
 from pathlib import Path
 
 RATIO_FLOOR = 1e-6  # log-scale plots: ratios of 0 (bit-exact elements) are drawn here
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    """Temp file beside `path`, then os.replace (conformance.reports.files): no torn or stray file."""
+    from conformance.reports.files import atomic_write_text
+
+    atomic_write_text(path, text, str(path.parent))
 
 
 def write_report(out_dir, doc: dict) -> dict:

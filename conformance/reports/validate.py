@@ -11,11 +11,16 @@ try-refused section (never counted as conformance results).
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
@@ -96,7 +101,7 @@ def environment(target: Target, profile: str) -> dict:
 # ---- running the suite -------------------------------------------------------------------------------
 
 def suite_command(target: Target, profile: str, kernels: str | None, report_json: Path, junit: Path,
-                  workers: int | str | None, plugins=(), paths=None) -> list[str]:
+                  workers: int | str | None, plugins=(), paths=None, timeout: float | None = None) -> list[str]:
     """The pytest command line validate runs (printed in the report so a person can rerun it)."""
     cmd = [sys.executable, "-m", "pytest", *[str(p) for p in (paths or [SUITE_DIR])], "-q", "-p",
            "conformance.pytest_plugin", "-p", "no:cacheprovider", "-o", "junit_family=xunit2", "--rootdir", str(ROOT),
@@ -108,27 +113,87 @@ def suite_command(target: Target, profile: str, kernels: str | None, report_json
         cmd += ["--conformance-plugin", p]
     if workers not in (None, 0, "0"):
         cmd += ["-n", str(workers)]
+    if timeout is not None:
+        cmd += ["--conformance-timeout", f"{timeout:g}"]
     return cmd
 
 
+class Interrupted(Exception):  # noqa: N818 - what happened, not an error of ours
+    """validate was stopped by SIGINT or SIGTERM; the pytest child's process group is already stopped.
+    `exit_code` is 128 + the signal number (130, 143)."""
+
+    def __init__(self, signum: int):
+        self.signum = signum
+        self.exit_code = 128 + signum
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+
+
+@contextlib.contextmanager
+def _signals_interrupt():
+    """Inside: SIGINT and SIGTERM raise Interrupted (main thread only; elsewhere nothing changes)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def _raise(signum, frame):
+        raise Interrupted(signum)
+
+    prev = {sig: signal.signal(sig, _raise) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, h in prev.items():
+            signal.signal(sig, h)
+
+
+def stop_process_group(p: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM the child's whole process group (pytest and its xdist workers), SIGKILL what is left after
+    `grace_s`, and reap the child."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            p.wait(timeout=wait)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the leader is gone; workers it left behind in the group go too
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return
+
+
 def run_suite(cmd: list[str], log_path: Path) -> tuple[int, float]:
-    """Run pytest as a subprocess with its output in `log_path`; returns (exit code, seconds)."""
+    """Run pytest as a subprocess in its own process group with its output in `log_path`; returns (exit code,
+    seconds). Any exception while it runs (Interrupted, KeyboardInterrupt) stops the whole group first."""
     if not SUITE_DIR.is_dir():
         raise InvalidInput("suite", str(SUITE_DIR), "the installed conformance.suite package (validate runs it)")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
     t0 = time.perf_counter()
     with open(log_path, "w") as log:
-        p = subprocess.run(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    return p.returncode, time.perf_counter() - t0
+        p = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            rc = p.wait()
+        except BaseException:
+            stop_process_group(p)
+            raise
+    return rc, time.perf_counter() - t0
 
 
 def parse_junit(path: Path) -> list[dict]:
-    """Every testcase: {"test", "outcome" (passed/failed/error/skipped), "message", "time"}."""
+    """Every testcase: {"test", "outcome" (passed/failed/error/skipped), "message", "time"}; [] when the file is
+    missing or not well-formed XML (an interrupted pytest)."""
     if not path.exists():
         return []
+    try:
+        root = ET.parse(path).getroot()
+    except (ET.ParseError, OSError):
+        return []
     out = []
-    for tc in ET.parse(path).getroot().iter("testcase"):
+    for tc in root.iter("testcase"):
         outcome, message = "passed", ""
         for tag, name in (("failure", "failed"), ("error", "error"), ("skipped", "skipped")):
             el = tc.find(tag)
@@ -240,36 +305,57 @@ def _check_order(check: str) -> tuple:
 
 def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | None = None,
              out_dir: str | os.PathLike = "report", junitxml: str | None = None, workers=None,
-             try_refused: bool = False, plugins=(), progress=None, paths=None) -> tuple[dict, int]:
+             try_refused: bool = False, plugins=(), progress=None, paths=None,
+             timeout: float | None = None) -> tuple[dict, int]:
     """Run the suite for `target`, build the report document, write report.json and report.html.
 
-    `paths` narrows the suite to some of its files (tests use it). Returns (document, exit code): 0 when
+    `paths` narrows the suite to some of its files (tests use it); `timeout`: the per-call limit in seconds
+    (--conformance-timeout; None: the profile's default).
+    Output paths are checked before anything runs. Returns (document, exit code): 0 when
     every check passed, 1 when any failed or errored (or pytest
     itself failed), 2 when the suite produced no report at all."""
     from conformance.cases.profiles import get_profile
-    from conformance.reports import coverage, report
+    from conformance.reports import files
 
     get_profile(profile)  # bad names raise InvalidInput before anything runs
+    out = files.writable_dir("--out", out_dir)  # every output path is checked before the run
+    junit = files.writable_file("--junitxml", junitxml) if junitxml else out / "junit.xml"
+    # the suite writes into a private directory; results move into place only when the run ends, so an
+    # interrupted validate leaves the previous report (and junit.xml) as they were, and no stray files
+    work = Path(tempfile.mkdtemp(prefix=".validate-", dir=out))
+    try:
+        with _signals_interrupt():
+            return _validate(target, profile, kernels, out, junit, work, workers, try_refused, plugins, progress,
+                             paths, timeout)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, workers, try_refused, plugins, progress,
+              paths, timeout) -> tuple[dict, int]:
+    from conformance.reports import coverage, files, report
+
     say = progress or (lambda msg: None)
     t0 = time.perf_counter()
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    suite_json = out / "suite-records.json"
-    junit = Path(junitxml) if junitxml else out / "junit.xml"
-    junit.parent.mkdir(parents=True, exist_ok=True)
-    for stale in (suite_json, junit):
-        stale.unlink(missing_ok=True)
+    suite_json, junit_tmp, log_tmp = work / "suite-records.json", work / "junit.xml", work / "pytest.log"
     ks = registry.resolve_kernels(kernels) if kernels else registry.all_kernels()
     names = [k.name for k in ks]
-    cmd = suite_command(target, profile, kernels, suite_json, junit, workers, plugins, paths)
+    cmd = suite_command(target, profile, kernels, suite_json, junit_tmp, workers, plugins, paths, timeout)
     say(f"running the conformance suite for {target} (profile {profile}, "
         f"{'-n ' + str(workers) if workers not in (None, 0, '0') else 'one process'}); log: {out / 'pytest.log'}")
-    rc, suite_s = run_suite(cmd, out / "pytest.log")
+    try:
+        rc, suite_s = run_suite(cmd, log_tmp)
+    finally:  # the log of an interrupted run is kept: it says how far it got
+        if log_tmp.exists():
+            files.atomic_move(log_tmp, out / "pytest.log")
     say(f"suite finished in {suite_s:.1f} s (pytest exit code {rc})")
     import json
 
-    suite = json.loads(suite_json.read_text()) if suite_json.exists() else None
-    tests = parse_junit(junit)
+    try:
+        suite = json.loads(suite_json.read_text()) if suite_json.exists() else None
+    except (OSError, ValueError):
+        suite = None
+    tests = parse_junit(junit_tmp)
     records = suite["records"] if suite else []
     summary = summarize(records, tests, names)
     doc = {
@@ -300,6 +386,7 @@ def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | N
     else:
         code = 0
     doc["exit_code"] = code
-    suite_json.unlink(missing_ok=True)  # its records are in report.json
+    if junit_tmp.exists():  # results move into place together, at the end
+        files.atomic_move(junit_tmp, junit, "--junitxml")
     report.write_report(out, doc)
     return doc, code

@@ -6,10 +6,12 @@ import torch
 
 from conformance.checks import fusion
 from conformance.checks.contracts import run_check
-from conformance.checks.quant_layer import ROUTES, RmsNormQuantLayer, route_availability
+from conformance.checks.harness import _execution
+from conformance.checks.quant_layer import RmsNormQuantLayer, fusion_routes, route_availability
 from conformance.core import registry, results
 from conformance.core.dtypes import torch_dtype
-from conformance.core.runtime import interpreting, kernel_device
+from conformance.core.runtime import kernel_device
+from conformance.core.targets import detect_target
 from conformance.families.config import Fp8QuantConfig
 from references.fp8 import fp8_group_quant_reference
 
@@ -29,16 +31,22 @@ def _inputs(cfg, seed=0):
     return x.to(dev), w.to(dev)
 
 
-@pytest.mark.parametrize("route", sorted(ROUTES))
+ROUTE_OF = {kernel: route for route, kernel in fusion_routes().items()}  # every fusion_route kernel, plugins too
+
+
+@pytest.mark.parametrize("kernel_name", sorted(ROUTE_OF))
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CFG_IDS)
-def test_every_route_is_fused(route, cfg):
+def test_every_route_is_fused(kernel_name, cfg):
+    """Every kernel declaring `fusion_route = True` (built-in routes and plugins) is fused by the RMSNorm + quant
+    pass, and the fused graph gives the unfused layer's bits; a route whose op is absent here skips with why."""
+    route = ROUTE_OF[kernel_name]
     why = route_availability(route)
     if why is not None:
-        results.record(ROUTES[route], "fusion", "skip", run_mode="model", detail=why)
+        results.record(kernel_name, "fusion", "skip", run_mode="model", detail=why)
         pytest.skip(f"route={route}: {why}")
     x, w = _inputs(cfg)
     layer = RmsNormQuantLayer(cfg, w, 1e-6, route)
-    mode = ("interpreter" if interpreting() else "device") if route == "triton" else "model"
+    mode = _execution(layer.kernel, detect_target())[0] or "model"
     run_check("fusion", layer.kernel, lambda: fusion.check_fusion(layer, x), run_mode=mode,
               case_id=f"route={route},{cfg.group_size},{cfg.dtype}")
 

@@ -1,6 +1,7 @@
 """Proof of power: the suite's own strategies + harness catch every broken kernel of tests/unit/broken_kernels.py
-with a replayable case id, while the correct kernels pass the very same cases; and every pinned regression
-example of test_regressions.py fails on the broken kernel that reintroduces its bug.
+with a replayable case id, while the correct kernels pass the very same cases; and every shipped-bug catalogue entry
+(conformance/checks/catalogue.py) FAILS (a wrong answer, never the kernel's own error) on the broken kernel that
+reintroduces its bug.
 
 CI runs a bounded hunt per broken kernel (BUDGET examples, the ci profile's derandomized draws, stopping at the
 first failure). benchmarks/proof_of_power.py measures the counts with a larger cap, and also runs the ci-profile
@@ -79,10 +80,11 @@ def test_suite_catches_broken_kernel(broken, name, repro, capsys):
     h = hunt(name, TIER[name], BUDGET)
     assert h.caught is not None, f"{name}: no failure in {h.examples} {TIER[name]}-tier examples"
     v = h.caught
-    assert v.outcome in ("fail", "error") and v.replay.startswith("python -m conformance repro ")
+    # a plugin kernel's replay line names its plugin, so it replays as printed in a fresh process
+    assert v.outcome in ("fail", "error") and v.replay.startswith(f"python -m conformance --plugin {PLUGIN} repro ")
     assert v.run_mode != "model" or name not in LAUNCH_BUGS, f"{name}: caught only in a model run: {v.line()}"
     case = parse_case_id(v.case_id)
-    assert case.kernel == name and v.replay.split()[4] == v.case_id
+    assert case.kernel == name and v.replay.split()[6] == v.case_id
     assert repro(v.case_id) == 1, capsys.readouterr().out
     # the correct kernel passes every case the broken one was given, the failing one included
     base = broken.BASE[name]
@@ -103,32 +105,44 @@ def test_repro_in_a_fresh_process_with_the_plugin_env(broken):
     assert r.stdout.startswith(f"FAIL {case_id}")
 
 
-# pinned regression example -> the broken kernel that reintroduces its bug (the example must fail on it)
-def _pinned():
-    from conformance.suite import test_regressions as reg
-
-    return [
-        ("broken_ct_zeros_not_transposed", reg.CT_EQ), ("broken_ct_zeros_not_transposed", reg.CT_NE),
-        ("broken_zeros_always_transposed", reg.GPTQ_EQ), ("broken_zeros_always_transposed", reg.GPTQ_NE),
-        ("broken_zeros_always_transposed", reg.AWQ_EQ),
-        ("broken_plus_one_from_has_zeros", reg.V1_ASYM), ("broken_plus_one_from_has_zeros", reg.V1_SYM),
-        ("broken_plus_one_from_has_zeros", reg.SYM_V1),
-        ("broken_v2_read_as_v1", reg.V2_ASYM), ("broken_v2_read_as_v1", reg.V2_SYM_TRITON),
-        ("broken_v1_nibble_wise_plus_one", reg.V1_ZERO),
-        ("broken_ignores_g_idx", reg.AO_V1),
-        ("broken_no_block_k_clamp", reg.BK_SPLITK), ("broken_no_block_k_clamp", reg.BK_BIG_M),
-        ("broken_bf16_dequant_via_fp16", reg.BF16_EXTREME),
-    ]
+# broken kernel -> the catalogue entries whose bug it reintroduces (each entry must FAIL on it)
+CATALOGUE_BUG = {
+    "broken_ct_zeros_not_transposed": ("ct_zero_points_transposed",),
+    "broken_zeros_always_transposed": ("gptq_zero_points_not_transposed",),
+    "broken_plus_one_from_has_zeros": ("v1_offset_follows_convention", "symmetric_qzeros_ignored"),
+    "broken_v2_read_as_v1": ("v2_not_read_as_v1",),
+    "broken_v1_nibble_wise_plus_one": ("v1_zero_point_zero_borrow",),
+    "broken_ignores_g_idx": ("act_order_applied",),
+    "broken_no_block_k_clamp": ("block_k_within_group",),
+    "broken_bf16_dequant_via_fp16": ("bf16_dequantized_in_bf16",),
+}
+_PAIRS = [(name, key) for name, keys in CATALOGUE_BUG.items() for key in keys]
 
 
-@pytest.mark.parametrize("name,case_id", _pinned(), ids=lambda v: v.split("/")[-1] if "/" in v else v)
-def test_pinned_regression_fails_on_its_bug(broken, name, case_id):
-    case = parse_case_id(case_id)
-    assert case.kernel == broken.BASE[name], "the pinned example must belong to the broken kernel's parent"
-    # this machine's target: on a GPU host a cpu target would run the parent's model, not the mutant launch
-    v = run_case(case.with_kernel(name), target=detect_target(), record=False)
-    assert v.outcome in ("fail", "error"), v.line()
-    assert v.run_mode != "model" or name not in LAUNCH_BUGS, f"{name}: ran as its parent's model: {v.line()}"
+def test_every_catalogue_entry_has_a_broken_kernel():
+    """Each w4a16 entry is proved by a broken kernel, except uint4_fallback_exact (a selection bug: the case
+    guards the kernel a config falls back to, and no load-step mutant is specific to it)."""
+    from conformance.checks import catalogue
+
+    proved = {key for keys in CATALOGUE_BUG.values() for key in keys}
+    assert {e.key for e in catalogue.ENTRIES} - proved == {"uint4_fallback_exact"}
+
+
+@pytest.mark.parametrize("name,key", _PAIRS, ids=[f"{n}-{k}" for n, k in _PAIRS])
+def test_catalogue_entry_fails_on_its_bug(broken, name, key):
+    """The entry, run on the broken kernel exactly as test_catalogue runs it on any registered kernel (this
+    machine's target, simulated ones where the gate needs them), reports a wrong answer: at least one `fail`
+    verdict and no `error` (a crash of the kernel is not the suite catching the bug)."""
+    from conformance.checks import catalogue
+
+    res = catalogue.run_entry(catalogue.entry(key), name, detect_target(), record=False)
+    fails = [v for v in res.verdicts if v.outcome == "fail"]
+    errors = [v for v in res.verdicts if v.outcome == "error"]
+    assert fails and not errors, f"{name} on {key}: " + "; ".join(v.line() for v in res.verdicts) + str(res.refused)
+    if name in LAUNCH_BUGS:
+        assert all(v.run_mode != "model" for v in fails), f"{name}: caught only in model runs"
+    for v in fails:
+        assert v.replay.split()[4] == PLUGIN, v.replay  # `python -m conformance --plugin PLUGIN repro ID`
 
 
 # the mutant Triton kernel with every bug switch off is the shipped kernel on the same tiles, bit for bit: a

@@ -65,9 +65,11 @@ def test_json_form(capsys):
 
 
 def test_format_and_shape_reach_the_gates(capsys):
-    # N not a multiple of 8: every Triton-layout kernel must refuse, naming N
-    code, out, _ = run_cli(capsys, *W4A16_GFX1100, "--n", "4100", "--kernels", "triton_w4a16", "--format", "awq")
-    assert out.splitlines()[0] == "selected: none" and "N=4100" in out
+    # N not a multiple of 8 is no layer at all: refused for every kernel before any gate, naming --n
+    code, out, err = run_cli(capsys, *W4A16_GFX1100, "--n", "4100", "--kernels", "triton_w4a16", "--format", "awq")
+    assert code == 2 and not out and "--n=4100" in err and "a multiple of 8" in err
+    code, out, _ = run_cli(capsys, *W4A16_GFX1100, "--n", "4104", "--kernels", "triton_w4a16", "--format", "awq")
+    assert code == 0 and out.splitlines()[0] == "selected: triton_w4a16"
 
 
 def test_fp8_form(capsys):

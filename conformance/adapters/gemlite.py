@@ -1,0 +1,164 @@
+"""GemLite adapter: GemLite's A16W4 path (`gemlite.helper.A16Wn` -> `GemLiteLinearTriton`) as `gemlite_a16w4`.
+
+    pytest conformance/suite -n 8 --conformance-plugin conformance.adapters.gemlite --conformance-kernels gemlite_a16w4
+
+GemLite 0.6 imports only where torch sees a CUDA device (`gemlite.triton_kernels.utils` asks for the device
+capability at import). When `import gemlite` fails, `gemlite_a16w4` is registered gate-only: its gate refuses
+every config with "gemlite not importable: ...", which `conformance list` and the pytest skips print.
+
+Facts from gemlite 0.6.0.post2's source (core.py, helper.py, bitpack.py, triton_kernels/):
+
+- load: `A16Wn(device, dtype).from_weights(W_q, scales, zeros, W_nbits=4, group_size)` takes W_q uint8 [N, K]
+  (unpacked), scales and zeros [N, G]; it casts zeros to the act dtype and calls `GemLiteLinearTriton.pack` with
+  `fma_mode=True`: `W_q` becomes int32 [K/8, N], 8 consecutive K rows per word, low nibble first (the GPTQ
+  qweight layout), contiguous; `scales` [G, N]; `zeros` [G, N] = (-z * s) computed in fp32 and rounded to the
+  act dtype (`W_group_mode = 4`).
+- dequant: `tl.fma(q, s, zeros)` in the act dtype: W = rnd(q*s + rnd(-z*s)), two roundings
+  (`Numerics.dequant_roundings = 2`). One group (G = 1: channelwise or group_size = K) takes another path
+  (`channel_scale_mode = 1`, scales applied after the GEMM), which this adapter refuses.
+- dispatch on M (`get_matmul_type`, 4-bit): M <= 4 GEMV_REVSPLITK, 5 <= M < 64 GEMM_SPLITK, M >= 64 GEMM.
+  GEMV_REVSPLITK sums each program's 2*BLOCK_SIZE_K (>= 16) products in fp32, then `tl.atomic_add`s the partial,
+  cast to the output dtype (fp16, or bf16 where native), into a zeroed output: fp16 partials added in any order.
+  GEMM_SPLITK accumulates in fp32 per split and, when its autotuned SPLIT_K > 1, atomically adds fp16 partials
+  the same way. GEMM: fp32 accumulators, one store. Accumulation is therefore declared per M:
+  (fp32, 16, act dtype) with atomics for M < 64, (fp32, None, fp32) deterministic for M >= 64.
+- constraints: in_features % 32 == 0 and % group_size == 0, group_size >= 16; fp16 / bf16 / fp32 inputs.
+
+The model (`model`) reads the packed module's own `W_q`, `scales` and `zeros` with `references.packing` and
+computes fma(q, s, zeros) with one rounding, so GemLite's load step is tested wherever gemlite imports.
+"""
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from conformance.api import (
+    Kernel,
+    Numerics,
+    W4A16Config,
+    detect_target,
+    register_kernel,
+    torch_dtype,
+    unregister_kernel,
+)
+from references import codecs, packing
+
+NAME = "gemlite_a16w4"
+PRIORITY = -30  # below every built-in kernel: loading the adapter never changes a built-in selection
+WEIGHT_TYPES = ("uint4", "uint4b8")
+GEMM_MIN_M = 64  # get_matmul_type: batch >= 64 -> GEMM (no split-K atomics)
+REVSPLITK_MIN_BLOCK = 16  # smallest K run one GEMV_REVSPLITK program sums before its atomic add (2 * 8)
+
+
+def import_gemlite():
+    """(the gemlite module, None), or (None, "gemlite not importable: ...")."""
+    try:
+        return importlib.import_module("gemlite"), None
+    except Exception as e:  # noqa: BLE001 - any failure (no CUDA, no triton) means GemLite cannot run here
+        return None, f"gemlite not importable: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
+class GemLiteA16W4(Kernel):
+    """GemLite's grouped A16W4 GEMM; see the module docstring for the contract."""
+
+    name = NAME
+    family = "w4a16"
+    priority = PRIORITY
+    api_version = 2
+    has_model = True
+    gate_note = "GemLite A16Wn (GemLiteLinearTriton, W_nbits=4, fma_mode): CUDA sm80+ or ROCm gfx94x/gfx95x"
+
+    def can_implement(self, config, target):
+        if not isinstance(config, W4A16Config):
+            return f"config={type(config).__name__} not supported (allowed: a W4A16Config)"
+        if not (target.kind == "cuda" and (target.sm or 0) >= 80) and target.gfx_family not in ("gfx94", "gfx95"):
+            return (f"target={target} not supported (allowed: cuda sm80+ or rocm gfx94x/gfx95x: "
+                    "GemLite is Triton on GPU)")
+        if config.weight_type not in WEIGHT_TYPES:
+            return f"weight_type={config.weight_type!r} not supported (allowed: {', '.join(WEIGHT_TYPES)})"
+        if config.dtype not in ("float16", "bfloat16"):
+            return f"dtype={config.dtype!r} not supported (allowed: float16, bfloat16)"
+        if config.act_order:
+            return "act_order=True not supported (GemLite has no g_idx)"
+        if config.group_size == -1 or config.group_size >= config.K:
+            return (f"group_size={config.group_size} not supported (allowed: K/group_size >= 2; one group takes "
+                    "GemLite's post-scale channelwise path, not adapted)")
+        if config.group_size < 16 or config.K % 32:
+            return f"group_size={config.group_size}, K={config.K} not supported (allowed: group >= 16, K % 32 == 0)"
+        return None
+
+    def availability(self, target):
+        if not torch.cuda.is_available():
+            return f"target={target} needs a GPU; torch sees none here"
+        here = detect_target()
+        return None if here == target else f"target={target} is not this machine's device ({here})"
+
+    def run_mode(self, target):
+        return "device"
+
+    def numerics(self, config, M=None):
+        act = torch.float32 if config is None else torch_dtype(config.dtype)
+        if M is not None and M >= GEMM_MIN_M:
+            return Numerics(dequant_roundings=2, accumulation=(torch.float32, None, torch.float32))
+        # M unknown or < 64: split-K / rev-split-K partials cast to the output dtype and added atomically
+        return Numerics(dequant_roundings=2, accumulation=(torch.float32, REVSPLITK_MIN_BLOCK, act), atomics=True)
+
+    def load(self, ckpt, ctx=None):
+        """Decode the checkpoint and pack it with GemLite's own A16Wn on the run device (the CPU for a model run:
+        GemLite's packing then uses its plain-torch bit packer)."""
+        from gemlite.helper import A16Wn
+
+        w = codecs.decode(ckpt)
+        if w.g_idx is not None and not torch.equal(w.g_idx.long(), torch.arange(w.K) // w.gs):
+            raise ValueError(f"{NAME}: act-order checkpoints are not supported (GemLite has no g_idx)")
+        device = ctx.device if ctx is not None else ("cuda" if torch.cuda.is_available() else "cpu")
+        act = ckpt.act_dtype
+        return A16Wn(device=device, dtype=act).from_weights(
+            W_q=w.q.t().contiguous().to(torch.uint8), scales=w.scales.t().contiguous().to(act),
+            zeros=w.zero_points().t().contiguous().to(act), W_nbits=4, group_size=w.gs)
+
+    def apply(self, lin, x, ctx=None):
+        return lin(x)
+
+    def model(self, lin, x, ctx=None):
+        """fma(q, s, zeros) from the module's packed operands, rounded once to the act dtype, fp32 GEMM."""
+        q = packing.unpack(lin.W_q.detach().cpu().to(torch.int32).contiguous(), dim=0, bits=4)  # [K, N]
+        K, N = q.shape
+        s = lin.scales.detach().cpu().reshape(-1, N)
+        zf = lin.zeros.detach().cpu().reshape(-1, N)
+        gs = K // s.shape[0]
+        deq = q.double() * s.double().repeat_interleave(gs, 0) + zf.double().repeat_interleave(gs, 0)
+        W = deq.to(s.dtype)  # the exact q*s + zeros rounded once: the fused multiply-add
+        return (x.float() @ W.float().to(x.device)).to(x.dtype)
+
+
+class GemLiteUnavailable(GemLiteA16W4):
+    """`gemlite_a16w4` where gemlite does not import: gate-only, every config refused with the reason."""
+
+    has_model = False
+
+    def __init__(self, why: str):
+        self.why = why
+        self.gate_note = why
+
+    def can_implement(self, config, target):
+        return self.why
+
+    def availability(self, target):
+        return self.why
+
+
+UNAVAILABLE: str | None = None  # why GemLite is not adapted here, or None
+
+
+def register() -> str:
+    """(Re-)register `gemlite_a16w4`: the adapter if gemlite imports, else the gate-only stand-in that says why."""
+    global UNAVAILABLE
+    unregister_kernel(NAME)
+    mod, UNAVAILABLE = import_gemlite()
+    register_kernel(GemLiteA16W4() if mod is not None else GemLiteUnavailable(UNAVAILABLE))
+    return NAME
+
+
+register()

@@ -1,0 +1,167 @@
+"""Per-case time limit for kernel calls: a hung kernel fails its own case, the run goes on.
+
+    timeout.configure(limit_s=60, propagate=True)    # the pytest plugin (per profile) and `repro --timeout`
+    with timeout.deadline():                          # Execution.call wraps every apply/model call in this
+        out = kernel.apply(operands, x)
+
+Contract:
+- `deadline()` arms SIGALRM (signal.setitimer) for the configured limit when called in the main thread; on
+  expiry the handler raises `CaseTimeout`, a BaseException: hypothesis does not treat it as a failing example
+  (no shrinking, no replay of the hanging case) and the harness's `except Exception` does not swallow it.
+  This interrupts Python-level loops, including Triton's interpreter, `time.sleep` and lock waits.
+- `harness.run_case` catches CaseTimeout, records the case's verdict (outcome `error`, detail
+  `timeout after N s`, with case id and replay line) and re-raises it (attached as `.verdict`) when
+  `propagates()` (inside pytest, so that test fails at once), else returns the verdict (repro, profiles).
+- A hang Python cannot interrupt (native code that never returns to the interpreter, or a kernel that
+  swallows the exception) is caught by a watchdog thread: after the limit plus `grace_s` it calls the
+  hooks registered with `on_hang` (the pytest plugin writes what it can), prints one line to stderr and
+  ends the process with `os._exit(EXIT_HUNG)`; under xdist the controller then reports the crashed worker.
+- Nested deadlines: the outermost one governs. No limit configured (None or 0): `deadline()` does nothing.
+- Off the main thread (no signals there) only the watchdog guards the call.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+
+# default per-case limits by run profile (seconds): generous, a hang is minutes, a slow interpreter case seconds
+PROFILE_LIMITS = {"ci": 60.0, "nightly": 300.0, "exhaustive": 900.0}
+REPRO_DEFAULT_S = 300.0
+DEFAULT_GRACE_S = 10.0
+GRACE_ENV = "CONFORMANCE_TIMEOUT_GRACE"  # seconds the watchdog waits past the limit (tests shorten it)
+EXIT_HUNG = 1  # os._exit status after an uninterruptible hang: a failure (git bisect: bad)
+
+
+class CaseTimeout(BaseException):  # noqa: N818 - named for what it is; BaseException on purpose (see module doc)
+    """A kernel call ran past the per-case limit. `verdict` is set by the harness once the case is recorded."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.verdict = None
+        super().__init__(detail(seconds))
+
+
+def detail(seconds: float) -> str:
+    """The verdict detail of a timed-out case: `timeout after N s`."""
+    return f"timeout after {seconds:g} s"
+
+
+_state = {"limit": None, "propagate": False, "grace": None, "active": False, "generation": 0, "current": {}}
+_hang_hooks: dict = {}
+
+
+def configure(limit_s: float | None = None, *, propagate: bool | None = None, grace_s: float | None = None) -> None:
+    """Set the per-call limit (None or 0: none), whether run_case re-raises timeouts, the watchdog grace."""
+    _state["limit"] = float(limit_s) if limit_s else None
+    if propagate is not None:
+        _state["propagate"] = bool(propagate)
+    if grace_s is not None:
+        _state["grace"] = float(grace_s)
+
+
+def limit() -> float | None:
+    """The configured per-call limit in seconds (None: no limit)."""
+    return _state["limit"]
+
+
+def propagates() -> bool:
+    """True when run_case must re-raise CaseTimeout after recording the verdict (inside a pytest run)."""
+    return _state["propagate"]
+
+
+def grace() -> float:
+    if _state["grace"] is not None:
+        return _state["grace"]
+    try:
+        return float(os.environ.get(GRACE_ENV, DEFAULT_GRACE_S))
+    except ValueError:
+        return DEFAULT_GRACE_S
+
+
+def set_current(**info) -> None:
+    """What is running now (case_id, kernel, check, replay, ...): the watchdog names it when it ends the process."""
+    _state["current"] = dict(info)
+
+
+def current() -> dict:
+    return dict(_state["current"])
+
+
+def on_hang(hook, key: str = "default") -> None:
+    """Register hook(info: dict, seconds: float) under `key` (replacing the previous one; None removes it), called
+    by the watchdog before it ends the process."""
+    if hook is None:
+        _hang_hooks.pop(key, None)
+    else:
+        _hang_hooks[key] = hook
+
+
+def _watchdog(generation: int, seconds: float) -> None:
+    if not _state["active"] or _state["generation"] != generation:
+        return
+    info = current()
+    for hook in list(_hang_hooks.values()):
+        try:
+            hook(info, seconds)
+        except Exception:  # noqa: BLE001 - the process ends next; a failing hook must not keep it alive
+            pass
+    what = info.get("case_id") or info.get("kernel") or "a kernel call"
+    replay = f" replay: {info['replay']}" if info.get("replay") else ""
+    try:
+        sys.stderr.write(f"ERROR {what} -- {detail(seconds)} (still running {grace():g} s later, not interruptible:"
+                         f" process ended){replay}\n")
+        sys.stderr.flush()
+    finally:
+        os._exit(EXIT_HUNG)
+
+
+@contextlib.contextmanager
+def deadline(seconds: float | None = None):
+    """Run the body under the per-call limit (`seconds`, default the configured one); see the module doc."""
+    s = limit() if seconds is None else seconds
+    if not s or _state["active"]:
+        yield
+        return
+    _state["generation"] += 1
+    gen = _state["generation"]
+    armed = {"on": True}
+    use_signal = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+
+    def _fire(signum, frame):
+        if armed["on"]:
+            armed["on"] = False
+            raise CaseTimeout(s)
+
+    prev_handler = prev_timer = None
+    t0 = time.monotonic()
+    if use_signal:
+        prev_handler = signal.signal(signal.SIGALRM, _fire)
+        prev_timer = signal.setitimer(signal.ITIMER_REAL, s)
+    dog = threading.Timer(s + grace(), _watchdog, args=(gen, s))
+    dog.daemon = True
+    _state["active"] = True
+    dog.start()
+
+    def _disarm():
+        armed["on"] = False
+        dog.cancel()
+        _state["active"] = False
+        if use_signal:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, prev_handler)
+            if prev_timer and prev_timer[0] > 0:  # someone else's alarm (pytest-timeout): give back what is left
+                left = max(prev_timer[0] - (time.monotonic() - t0), 1e-3)
+                signal.setitimer(signal.ITIMER_REAL, left, prev_timer[1])
+
+    try:
+        yield
+    finally:
+        try:
+            _disarm()
+        except CaseTimeout:  # fired between the body's end and the disarm: disarm, then report it
+            _disarm()
+            raise

@@ -1,0 +1,196 @@
+"""Per-case time limit (conformance.checks.timeout) and crashed workers: a hung or crashing kernel fails its own
+case with a record, and the run goes on to judge every other case and write its report."""
+import json
+import signal
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from misbehaving_kernels import CrashingDequantW4A16, HangingDequantW4A16, RaisingGateW4A16
+
+from conformance.cases.ids import parse_case_id
+from conformance.checks import timeout
+from conformance.checks.harness import run_case
+from conformance.core import registry, results
+from conformance.core.targets import CPU
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+CASE = "w4a16/{k}/M=3,N=64,K=256,g=128,wt=uint4b8,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=1"
+
+
+@pytest.fixture
+def hanging():
+    saved = (timeout.limit(), timeout.propagates())  # this session's own limit (the plugin set it) comes back
+    registry.register_kernel(HangingDequantW4A16)
+    yield registry.get_kernel(HangingDequantW4A16.name)
+    registry.unregister_kernel(HangingDequantW4A16.name)
+    timeout.configure(saved[0], propagate=saved[1])
+
+
+def test_hung_call_is_this_cases_error_verdict_with_replay_line(hanging):
+    timeout.configure(1, propagate=False)
+    case = parse_case_id(CASE.format(k=hanging.name))
+    before = len(results.records())
+    t0 = time.monotonic()
+    v = run_case(case, hanging, CPU)
+    assert time.monotonic() - t0 < 5
+    assert (v.outcome, v.detail) == ("error", "timeout after 1 s") and v.case_id == case.id
+    assert "repro " + case.id in v.replay and v.line().startswith("ERROR " + case.id)
+    rec = results.records()[before:]
+    assert [(r["kernel"], r["outcome"], r["detail"], r["case_id"]) for r in rec] == [
+        (hanging.name, "error", "timeout after 1 s", case.id)]
+    assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # the limit is gone after the call: no stray alarm
+
+
+def test_inside_pytest_the_timeout_propagates_and_hypothesis_does_not_shrink_it(hanging):
+    timeout.configure(0.5, propagate=True)
+    calls = []
+
+    @settings(max_examples=10, database=None, deadline=None)
+    @given(seed=st.integers(0, 1000))
+    def prop(seed):
+        calls.append(seed)
+        run_case(parse_case_id(CASE.format(k=hanging.name).replace("seed=1", f"seed={seed}")), hanging, CPU)
+
+    with pytest.raises(timeout.CaseTimeout) as ei:
+        prop()
+    assert len(calls) == 1  # no shrinking, no replay of the hanging case
+    assert ei.value.verdict is not None and ei.value.verdict.outcome == "error"
+
+
+def test_deadline_gives_back_an_outer_alarm():
+    fired = []
+    prev = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with timeout.deadline(5):
+            pass
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 25 < left <= 30 and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+
+
+def test_watchdog_ends_a_process_whose_hang_python_cannot_interrupt(tmp_path):
+    # a call that swallows the interruption: after limit + grace the watchdog runs the hooks and os._exit()s
+    code = (
+        "import time\n"
+        "from conformance.checks import timeout\n"
+        f"timeout.on_hang(lambda info, s: open({str(tmp_path / 'hook')!r}, 'w').write(info['case_id']))\n"
+        "timeout.set_current(case_id='w4a16/k/M=1', replay='python -m conformance repro w4a16/k/M=1')\n"
+        "with timeout.deadline(0.3):\n"
+        "    while True:\n"
+        "        try:\n"
+        "            time.sleep(0.01)\n"
+        "        except BaseException:\n"
+        "            pass\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, cwd=ROOT,
+                       env={**_env(), timeout.GRACE_ENV: "0.3"})
+    assert p.returncode == timeout.EXIT_HUNG, p.stderr
+    assert "ERROR w4a16/k/M=1 -- timeout after 0.3 s" in p.stderr and "Traceback" not in p.stderr
+    assert (tmp_path / "hook").read_text() == "w4a16/k/M=1"
+
+
+def test_repro_of_a_hanging_case_exits_1_naming_the_timeout(hanging, capsys, monkeypatch):
+    from conformance import cli
+
+    code = cli.main(["repro", CASE.format(k=hanging.name), "--timeout", "0.5", "--no-determinism"])
+    out, err = capsys.readouterr()
+    assert code == 1 and out.startswith("ERROR w4a16/hanging_dequant_w4a16/") and "timeout after 0.5 s" in out
+    assert "Traceback" not in out + err
+
+
+def _env():
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
+                                                                  else []))
+    return env
+
+
+def test_validate_with_a_hanging_and_a_crashing_kernel_judges_the_rest(tmp_path, monkeypatch):
+    """One `pytest -n 2` run (validate's subprocess) on a hanging kernel, a kernel that kills its worker once,
+    a kernel whose gate raises, and a normal kernel: every hung/crashed case is an error record, the others are
+    judged, the records-produced check holds, and every report file is written."""
+    from conformance.reports.validate import SUITE_DIR, validate
+
+    names = [HangingDequantW4A16.name, CrashingDequantW4A16.name, RaisingGateW4A16.name, "torch_dequant_w4a16"]
+    monkeypatch.setenv("PYTHONPATH", _env()["PYTHONPATH"])
+    monkeypatch.setenv("MISBEHAVING_KERNELS", ",".join(names[:3]))
+    monkeypatch.setenv("CRASH_ONCE_MARKER", str(tmp_path / "crashed-once"))
+    for cls in (HangingDequantW4A16, CrashingDequantW4A16, RaisingGateW4A16):
+        registry.register_kernel(cls)
+    try:
+        out = tmp_path / "report"
+        doc, code = validate(CPU, kernels=",".join(names), out_dir=out, workers=2, timeout=1,
+                             paths=[SUITE_DIR / "test_w4a16_suite.py"], plugins=["misbehaving_plugin"])
+    finally:
+        for cls in (HangingDequantW4A16, CrashingDequantW4A16, RaisingGateW4A16):
+            registry.unregister_kernel(cls.name)
+    assert code == 1, doc.get("problem")
+    recs = doc["records"]
+    assert doc["records_produced"] == len(recs)  # the loss check works with a crashed worker
+    hung = [r for r in recs if r["kernel"] == HangingDequantW4A16.name]
+    assert {r["check"] for r in hung} == {"exact", "statistical"}
+    assert all(r["outcome"] == "error" and r["detail"] == "timeout after 1 s" and r["case_id"] and
+               "repro " + r["case_id"] in r["replay"] for r in hung)
+    crashed = [r for r in recs if r["kernel"] == CrashingDequantW4A16.name and r["outcome"] == "error"]
+    assert len(crashed) == 1 and crashed[0]["detail"].startswith("worker crashed")
+    # the other kernels were judged on every tier, and passed
+    for k in ("torch_dequant_w4a16", RaisingGateW4A16.name):
+        assert {r["check"] for r in recs if r["kernel"] == k and r["outcome"] == "pass"} == {"exact", "statistical"}
+    cells = {(c["kernel"], c["check"]): c for c in doc["summary"]["cells"]}
+    assert sum(c["error"] for (k, _), c in cells.items() if k == CrashingDequantW4A16.name) == 1  # table is red
+    assert doc["selection"]  # the ledger survived the raising gate
+    raising = [r for e in doc["selection"] for r in e["refused"] if r["kernel"] == RaisingGateW4A16.name]
+    assert any(r["reason"] == "gate raised ValueError: plugin bug in the gate" for r in raising)
+    assert {p.name for p in out.iterdir()} == {"report.json", "report.html", "junit.xml", "pytest.log"}
+    assert len(list(ET.parse(out / "junit.xml").getroot().iter("testcase"))) == 8
+    assert json.loads((out / "report.json").read_text())["exit_code"] == 1
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM])
+def test_a_stopped_validate_stops_its_pytest_and_keeps_the_previous_report(tmp_path, sig):
+    """SIGTERM (SIGINT is handled alike) while the suite runs a hanging kernel with no limit: validate exits
+    128 + signal with one line, the pytest child's process group is gone, the previous report files are untouched
+    and no temporary file is left."""
+    import os
+
+    out = tmp_path / "report"
+    out.mkdir()
+    for name in ("report.json", "report.html", "junit.xml"):
+        (out / name).write_text(f"previous {name}\n")
+    env = {**_env(), "MISBEHAVING_KERNELS": HangingDequantW4A16.name}
+    p = subprocess.Popen([sys.executable, "-m", "conformance", "--plugin", "misbehaving_plugin", "validate",
+                          "--target", "cpu", "--kernels", HangingDequantW4A16.name, "--timeout", "0", "-n", "0",
+                          "--out", str(out)], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    deadline = time.monotonic() + 90
+    while not any(out.glob(".validate-*/pytest.log")) and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    time.sleep(1.0)  # the pytest child is running (it hangs in the kernel from here on)
+    p.send_signal(sig)
+    stdout, stderr = p.communicate(timeout=60)
+    assert p.returncode == 128 + sig, stderr
+    assert "validate: interrupted by SIGTERM" in stderr and "Traceback" not in stderr + stdout
+    for name in ("report.json", "report.html", "junit.xml"):
+        assert (out / name).read_text() == f"previous {name}\n"
+    assert {q.name for q in out.iterdir()} <= {"report.json", "report.html", "junit.xml", "pytest.log"}
+    time.sleep(0.5)
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if str(out) in cmd and "pytest" in cmd:
+            left.append(cmd)
+    assert not left, left
