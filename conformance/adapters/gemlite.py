@@ -33,6 +33,7 @@ import importlib
 
 import torch
 
+from conformance.adapters._gate_only import Unavailable
 from conformance.api import (
     Kernel,
     Numerics,
@@ -133,20 +134,8 @@ class GemLiteA16W4(Kernel):
         return (x.float() @ W.float().to(x.device)).to(x.dtype)
 
 
-class GemLiteUnavailable(GemLiteA16W4):
+class GemLiteUnavailable(Unavailable, GemLiteA16W4):
     """`gemlite_a16w4` where gemlite does not import: gate-only, every config refused with the reason."""
-
-    has_model = False
-
-    def __init__(self, why: str):
-        self.why = why
-        self.gate_note = why
-
-    def can_implement(self, config, target):
-        return self.why
-
-    def availability(self, target):
-        return self.why
 
 
 UNAVAILABLE: str | None = None  # why GemLite is not adapted here, or None

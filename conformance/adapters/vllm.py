@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from conformance.adapters._gate_only import Unavailable
 from conformance.api import (
     Fp8QuantConfig,
     Kernel,
@@ -384,22 +385,12 @@ class VllmFp8GroupQuant(Kernel):
 
 # ---------------------------------------------------------------------------------------------- unavailable
 
-class VllmUnavailable(Kernel):
+class VllmUnavailable(Unavailable, Kernel):
     """Registered instead of the adapters when vLLM cannot be imported: a gate-only kernel whose gate says why."""
 
     name = "vllm_unavailable"
     family = "w4a16"
     priority = -1000
-
-    def __init__(self, why: str):
-        self.why = why
-        self.gate_note = why
-
-    def can_implement(self, config, target):
-        return self.why
-
-    def availability(self, target):
-        return self.why
 
     def run_mode(self, target):
         return "device"
