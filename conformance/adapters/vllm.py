@@ -1,6 +1,7 @@
 """vLLM adapter: every mixed-precision linear kernel of the installed vLLM, and its FP8 per-token-group quant.
 
-    pytest --pyargs conformance.suite --conformance-plugin conformance.adapters.vllm -n auto
+    pytest -p conformance.pytest_plugin --pyargs conformance.suite -n auto \
+        --conformance-plugin conformance.adapters.vllm
 
 Importing this module registers, for each concrete `MPLinearKernel` subclass the installed vLLM defines, one
 w4a16 conformance kernel named `vllm_<kind>` (`ExllamaLinearKernel` -> `vllm_exllama`), plus
