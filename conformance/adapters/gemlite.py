@@ -30,6 +30,7 @@ computes fma(q, s, zeros) with one rounding, so GemLite's load step is tested wh
 from __future__ import annotations
 
 import importlib
+import os
 
 import torch
 
@@ -139,6 +140,22 @@ class GemLiteUnavailable(Unavailable, GemLiteA16W4):
 
 
 UNAVAILABLE: str | None = None  # why GemLite is not adapted here, or None
+# GemLite autotunes every new shape ("fast" by default) and picks a launch config per process, so a failure found
+# under autotuning may not replay in a fresh process. "default" pins GemLite's one default config per shape:
+# deterministic replays, and no autotune cost per drawn shape (the nightly profile draws a new shape per case).
+AUTOTUNE_ENV = "CONFORMANCE_GEMLITE_AUTOTUNE"
+AUTOTUNE_MODES = ("fast", "default", "max")
+
+
+def configure_autotune(mode: str | None) -> None:
+    """Set GemLite's autotune mode for every matmul type (None: leave GemLite's own setting)."""
+    if mode is None:
+        return
+    if mode not in AUTOTUNE_MODES:
+        raise ValueError(f"{AUTOTUNE_ENV}={mode!r} is invalid; allowed: one of {list(AUTOTUNE_MODES)}")
+    from gemlite.triton_kernels.config import set_autotune
+
+    set_autotune(mode)
 
 
 def register() -> str:
@@ -146,6 +163,8 @@ def register() -> str:
     global UNAVAILABLE
     unregister_kernel(NAME)
     mod, UNAVAILABLE = import_gemlite()
+    if mod is not None:
+        configure_autotune(os.environ.get(AUTOTUNE_ENV) or None)
     register_kernel(GemLiteA16W4() if mod is not None else GemLiteUnavailable(UNAVAILABLE))
     return NAME
 

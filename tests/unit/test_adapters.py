@@ -115,3 +115,11 @@ def test_gemlite_registers_with_a_reason_where_it_does_not_import():
             assert k.can_implement(cfg, parse_target("sm90")) == mod.UNAVAILABLE and not k.has_model
     finally:
         unregister_kernel("gemlite_a16w4")
+
+
+def test_gemlite_autotune_mode_is_validated_before_gemlite_is_touched():
+    from conformance.adapters import gemlite
+
+    with pytest.raises(ValueError, match="CONFORMANCE_GEMLITE_AUTOTUNE='sometimes' is invalid"):
+        gemlite.configure_autotune("sometimes")
+    gemlite.configure_autotune(None)  # GemLite's own setting: nothing to do, nothing imported
