@@ -178,6 +178,18 @@ def trap_asymmetric(case: Case) -> str | None:
     return None
 
 
+def trap_split_k_column_tail(case: Case) -> str | None:
+    """A bf16 call in the split-K range of M (5..63) whose N leaves a column tail against 32-wide tiles: where
+    GemLite 0.6's autotuned split-K config wrote NaN into whole output columns."""
+    if case.dtype != "bfloat16":
+        return f"dtype={case.dtype}: not bf16"
+    if not 5 <= case.M < 64:
+        return f"M={case.M}: outside the split-K range 5..63"
+    if case.N % 32 == 0:
+        return f"N={case.N}: a multiple of 32, no column tail"
+    return None
+
+
 ENTRIES: tuple[Entry, ...] = (
     Entry("ct_zero_points_transposed",
           "compressed-tensors zero points [N/8, G] used without the transpose to [G, N/8]",
@@ -238,6 +250,12 @@ ENTRIES: tuple[Entry, ...] = (
           (), "w4a16",
           ("M=5,N=64,K=256,g=64,wt=uint4b8,ao=0,dt=bf16,fmt=gptq_v2,regime=extreme_scales,tier=statistical,seed=0",),
           trap_scales_below_fp16),
+    Entry("split_k_bf16_column_tail",
+          "third-party, found by this suite: GemLite 0.6.0.post2 A16W4 (autotune 'fast') returns NaN in whole output "
+          "columns at M=9, N=40, K=256, g=128, uint4, bf16 (benchmarks/results/h200/suite_and_gemlite.json)",
+          ("gemlite 0.6.0.post2",), "w4a16",
+          ("M=9,N=40,K=256,g=128,wt=uint4,ao=0,dt=bf16,fmt=gptq_v2,regime=exact,tier=exact,seed=41",),
+          trap_split_k_column_tail),
     Entry("uint4_fallback_exact",
           "an asymmetric uint4 checkpoint on the kernel it falls back to (gfx1100 serves RDNA3 uint4b8 only)",
           ("vllm#46186",), "w4a16",

@@ -26,6 +26,10 @@ NO_TRAP = [
      "M=5,N=64,K=256,g=64,wt=uint4b8,ao=0,dt=bf16,fmt=gptq_v2,regime=normal,tier=statistical,seed=0", "fp16"),
     ("v2_not_read_as_v1",
      "M=9,N=40,K=256,g=128,wt=uint4,ao=0,dt=bf16,fmt=awq,regime=exact,tier=exact,seed=41", "no GPTQ"),
+    ("split_k_bf16_column_tail",
+     "M=9,N=64,K=256,g=128,wt=uint4,ao=0,dt=bf16,fmt=gptq_v2,regime=exact,tier=exact,seed=41", "no column tail"),
+    ("split_k_bf16_column_tail",
+     "M=9,N=40,K=256,g=128,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=41", "not bf16"),
 ]
 
 
