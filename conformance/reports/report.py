@@ -100,10 +100,11 @@ def terminal_summary(doc: dict) -> str:
              f"{' (simulated on ' + env['detected_target'] + ')' if env['simulated'] else ''}; "
              f"Triton {env['triton_mode']}; {env['wall_time_s']} s ==", headline(doc), ""]
     w = max([len(c["kernel"]) for c in s["cells"]] + [6]) + 2
-    lines.append(f"{'kernel':<{w}}{'check':<18}{'ran as':<20}{'pass':>5}{'fail':>5}{'err':>5}{'skip':>5}"
+    cw = max([len(c["check"]) for c in s["cells"]] + [16]) + 2  # check names come from any test (plugins too)
+    lines.append(f"{'kernel':<{w}}{'check':<{cw}}{'ran as':<20}{'pass':>5}{'fail':>5}{'err':>5}{'skip':>5}"
                  f"{'cases':>6}  max ratio")
     for c in s["cells"]:
-        lines.append(f"{c['kernel']:<{w}}{c['check']:<18}{_mode_label(c['run_modes']):<20}{c['pass']:>5}"
+        lines.append(f"{c['kernel']:<{w}}{c['check']:<{cw}}{_mode_label(c['run_modes']):<20}{c['pass']:>5}"
                      f"{c['fail']:>5}{c['error']:>5}{c['skip']:>5}{c['cases']:>6}  {_fmt_ratio(c['max_ratio'])}")
     if any("model" in c["run_modes"] for c in s["cells"]):
         lines.append("MODEL = " + doc["run_mode_meaning"]["model"])
