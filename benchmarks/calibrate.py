@@ -178,8 +178,8 @@ def main(argv=None) -> int:
     w4 = [r for r in correct if not r["kernel"].startswith("fp8")]
     doc = {
         "what": "statistical-tier calibration: false failures of correct kernels and max |err|/tol (fail above 1)",
-        "tolerance": "conformance/checks/tolerance.py (C_ACC = 8, dequant term u_deq*min(S, c*R)); fp8: q within one fp8 "
-                     "step, scales within 4 fp32 ulp",
+        "tolerance": "conformance/checks/tolerance.py (C_ACC = 8, dequant term u_deq*min(S, c*R)); "
+                     "fp8: q within one fp8 step, scales within 4 fp32 ulp",
         "environment": {"python": platform.python_version(), "torch": torch.__version__, "triton": triton.__version__,
                         "hypothesis": hypothesis.__version__, "cpus": os.cpu_count(), "processes": args.procs},
         "command": " ".join(["PYTHONPATH=. python benchmarks/calibrate.py", *(sys.argv[1:] if argv is None else argv)]),
