@@ -24,12 +24,12 @@ import re
 from dataclasses import FrozenInstanceError
 
 from conformance.core.registry import FAMILIES
+from conformance.core.registry import KERNEL_NAME_RE as KERNEL_RE  # one grammar for names and the id's kernel field
 from conformance.families import get_family
 from conformance.families.base import CaseField
 from references.errors import InvalidInput, require
 
 TIERS = ("exact", "statistical")
-KERNEL_RE = re.compile(r"[A-Za-z0-9_.]+")
 VALUE_RE = re.compile(r"[A-Za-z0-9_.+-]+")  # a value as written in an id: shell-safe, no ',' '=' '/'
 
 # Fields every case has, written after the family's own. regime's choices are the family's `regimes`.

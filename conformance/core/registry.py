@@ -62,7 +62,7 @@ def kernel_plugin(name: str) -> str | None:
 
 
 # ---- containment: a misbehaving plugin's gate or availability is that kernel's refusal, never a crash ----------
-KERNEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+")  # the case-id grammar's kernel field (conformance.cases.ids)
+KERNEL_NAME_RE = re.compile(r"[A-Za-z0-9_.]+")  # also the case-id grammar's kernel field (conformance.cases.ids)
 KERNEL_NAME_ALLOWED = "a non-empty name of letters, digits, '_' and '.'"
 _CONTAINED = ("can_implement", "availability")
 
