@@ -184,18 +184,17 @@ def _timing(ms_per_rep: list[float], calls: int) -> Timing:
 
 
 class CudaTimer:
-    """CUDA-graph replay and eager timing with CUDA events on the current stream."""
+    """CUDA-graph replay and eager timing with CUDA events on the current stream; `budget_s` caps the timed
+    repetitions of one timing (slow calls get fewer, never fewer than MIN_REPS)."""
 
-    def __init__(self, replays: int = 50, eager_reps: int = 15, warmup: int = 3):
-        self.replays, self.eager_reps, self.warmup = replays, eager_reps, warmup
+    def __init__(self, replays: int = 50, eager_reps: int = 15, warmup: int = 3, budget_s: float = TIME_BUDGET_S):
+        self.replays, self.eager_reps, self.warmup, self.budget_s = replays, eager_reps, warmup, budget_s
 
-    @staticmethod
-    def _reps(wanted: int, seconds_per_rep: float) -> int:
-        """Fewer repetitions for slow calls (plain-torch baselines at prefill M): at most ~TIME_BUDGET_S
-        per timing, never fewer than MIN_REPS."""
+    def _reps(self, wanted: int, seconds_per_rep: float) -> int:
+        """Fewer repetitions for slow calls (large M): at most ~budget_s per timing, never fewer than MIN_REPS."""
         if seconds_per_rep <= 0:
             return wanted
-        return max(MIN_REPS, min(wanted, int(TIME_BUDGET_S / seconds_per_rep)))
+        return max(MIN_REPS, min(wanted, int(self.budget_s / seconds_per_rep)))
 
     @staticmethod
     def _cycle(calls: list[Callable]) -> list[Callable]:
@@ -300,22 +299,54 @@ class Gate:
     metrics: dict = field(default_factory=dict)
 
 
-def plain_dequant_matmul(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, group_size: int,
-                         zp_bias: int) -> torch.Tensor:
-    """The issue's "plain dequant + matmul" baseline, as a user writes it in torch: unpack the Triton
-    operand b_q int32 [K, N/8] (sequential nibbles) with shifts and masks, (q - bias) * s in the act dtype,
-    then x @ W in the act dtype (the library GEMM, default reduction flags). Symmetric types only."""
-    K = b_q.shape[0]
-    shifts = torch.arange(0, 32, 4, device=b_q.device, dtype=torch.int32)
-    q = ((b_q.unsqueeze(-1) >> shifts) & 0xF).reshape(K, -1)
-    w = (q - zp_bias).to(x.dtype) * scales.repeat_interleave(group_size, dim=0)
-    return x @ w
+def gptq_dequant_linear(x: torch.Tensor, qweight: torch.Tensor, scales: torch.Tensor, group_size: int,
+                        zp_bias: int) -> torch.Tensor:
+    """The compiled baseline as a user writes it in plain torch, on the layout that compiles best: GPTQ's qweight
+    int32 [K/8, N] (8 consecutive K rows per word, low nibble first) unpacked with shifts and masks, (q - bias) * s
+    per group in the act dtype, then F.linear. Symmetric types only (uint4b8: bias 8)."""
+    K8, N = qweight.shape
+    shifts = torch.arange(0, 32, 4, device=qweight.device, dtype=torch.int32).view(1, 8, 1)
+    q = (qweight.unsqueeze(1) >> shifts) & 0xF  # [K/8, 8, N]
+    w = (q.reshape(-1, group_size, N) - zp_bias).to(x.dtype) * scales.unsqueeze(1)  # [G, group, N]
+    return torch.nn.functional.linear(x, w.reshape(K8 * 8, N).t())
+
+
+def dense_linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """The dense baseline: F.linear with the act-dtype weight [N, K], as a model holds it."""
+    return torch.nn.functional.linear(x, weight)
+
+
+# Bench data is drawn on the device: the reference generator's fp64 round-to-nearest of a 57344 x 8192 weight
+# takes tens of seconds on a CPU, and timing does not depend on the values. q is uniform over the stored range,
+# scales uniform in [SCALE_LO, 2 * SCALE_LO) (never zero), x normal.
+SCALE_LO = 0.004
+
+
+def bench_weight(K: int, N: int, group_size: int, wtype: str, act: torch.dtype, seed: int, device):
+    """A CanonicalWeight for the bench, drawn on `device` with a seeded generator (symmetric types)."""
+    from references.scalar_types import scalar_type
+    from references.weight import CanonicalWeight
+
+    t = scalar_type(wtype)
+    require(t.has_bias(), "weight_type", wtype, "a symmetric (biased) type such as uint4b8")
+    gen = torch.Generator(device=device).manual_seed(seed)
+    q = torch.randint(t.min, t.max + 1, (K, N), generator=gen, device=device, dtype=torch.int32)
+    G = K // group_size
+    s = (torch.rand((G, N), generator=gen, device=device) + 1) * SCALE_LO
+    return CanonicalWeight(q, s.to(act), None, None, group_size, t)
+
+
+def bench_activations(M: int, K: int, act: torch.dtype, seed: int, device) -> torch.Tensor:
+    """x [M, K] ~ N(0, 1) in the act dtype, drawn on `device`."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+    return torch.randn((M, K), generator=gen, device=device).to(act)
 
 
 class PlainDequantDeclared:
-    """Declared numerics of plain_dequant_matmul for the correctness gate: W rounded once into the act
-    dtype; the act-dtype GEMM may reduce in the act dtype (torch's default allows it on CUDA), so the
-    accumulation is declared in the act dtype: the gate is looser than for fp32-accumulating kernels."""
+    """Declared numerics of the plain-torch baselines (gptq_dequant_linear, compiled or not, and dense_linear on
+    the dequantized weight) for the correctness gate: W rounded once into the act dtype; the act-dtype GEMM may
+    reduce in the act dtype (torch's default allows it on CUDA), so the accumulation is declared in the act
+    dtype: the gate is looser than for fp32-accumulating kernels."""
 
     def numerics(self, config, M=None):
         from conformance.core.dtypes import torch_dtype

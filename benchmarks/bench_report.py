@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from conformance_bench import provenance
+
 TARGET_KERNEL = "triton_w4a16"
 TARGET_SHAPES = ("14336x4096", "4096x14336")
 DECODE_TARGET_M = 16
@@ -25,6 +27,14 @@ def tile_path(t: dict | None) -> str:
     magic = "+magic" if t.get("magic") else ""
     split = f" sk{t['split_k']}" if t.get("split_k", 1) != 1 else ""
     return f"{name}{magic} {t.get('block_m')}x{t.get('block_n')}x{t.get('block_k')}{split}"
+
+
+def row_path(r: dict) -> str:
+    """The table's path column: the launch path of a kernel row; how a compiled baseline compiled."""
+    if r.get("compile"):
+        n = r.get("graphs_compiled")
+        return f"{r['compile']} M" + (f", {n} graph compiled" if n == 1 else f", {n} graphs compiled" if n else "")
+    return tile_path(r.get("tiles"))
 
 
 def _ok_rows(report, family=None):
@@ -93,12 +103,16 @@ def render_markdown(report: dict) -> str:
     env, ceil = report["environment"], report["ceilings"]
     partial = "" if report.get("complete", True) else " (PARTIAL: the run did not finish)"
     lines = [f"# bench: {env.get('device')} ({env.get('target')}){partial}", "",
-             f"torch {env.get('torch')}, triton {env.get('triton')}, commit {env.get('commit')}, "
-             f"source {env.get('source_digest')}, {env.get('time_utc')}", "",
+             f"torch {env.get('torch')}, triton {env.get('triton')}, {provenance.describe(env)}, "
+             f"kernel digest {env.get('kernel_digest')}, source {env.get('source_digest')}, {env.get('time_utc')}", "",
              f"Ceilings measured in this run: SM copy {_fmt(ceil.get('copy_gbps'))} GB/s "
              f"(torch copy_ {_fmt(ceil.get('torch_copy_gbps'))}), fp16 matmul {_fmt(ceil.get('peak_tflops'))} TFLOP/s. "
              "Times are medians in microseconds; graph = CUDA-graph replay (launch overhead excluded), eager = "
              "launched from Python; roofline = max(bytes / copy bandwidth, flops / matmul rate).", ""]
+    gl = env.get("gemlite")
+    if gl:
+        lines += [f"GemLite {gl.get('version')}, autotune {gl.get('autotune')}" if not gl.get("unavailable") else
+                  f"GemLite not timed: {gl['unavailable']}", ""]
     from conformance.families import all_families
 
     for fam, mlabel in ((f.name, f.size_label) for f in all_families()):
@@ -112,7 +126,7 @@ def render_markdown(report: dict) -> str:
             lines.append(f"| {r.get('shape', '')} | {_fmt(r.get('M'))} | {r['kernel']} | {status} | "
                          f"{_fmt(r.get('graph_us'))} | {_fmt(r.get('eager_us'))} | {_fmt(r.get('roofline_us'))} | "
                          f"{_fmt(r.get('roofline_frac'), 2)} | {_fmt(r.get('speedup_vs_dense'), 2)} | "
-                         f"{tile_path(r.get('tiles'))} |")
+                         f"{row_path(r)} |")
         lines.append("")
         notes = [r for r in rows if r["status"] != "ok"]
         if notes:
@@ -160,7 +174,7 @@ def plot_png(report: dict, path: Path) -> bool:
         for k in sorted({r["kernel"] for r in mine}):
             pts = sorted((r["M"], r["roofline_frac"]) for r in mine if r["kernel"] == k)
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=k,
-                    linestyle="--" if k.startswith("dense_") or k.endswith("+compile") else "-")
+                    linestyle="--" if k.startswith("dense_") or "+compile" in k else "-")
         ax.set_xscale("log", base=2)
         ax.set_ylim(0, 1.05)
         ax.axhline(1.0, color="grey", linewidth=0.5)

@@ -1,5 +1,7 @@
 """One benchmark run: every runnable kernel x shape x M, each output gated against the reference before it
-is timed, with dense and torch.compile baselines and the compile-boundary check, into one report dict.
+is timed, with the baselines a user would write (dense F.linear, torch.compile of a plain GPTQ unpack + dequant
++ F.linear with static and with dynamic M) and GemLite beside ours, plus the compile-boundary check, into one
+report dict.
 
     run(opts, device="cuda", timer=None) -> report
 
@@ -8,10 +10,12 @@ timer in the tests; on a GPU the timer is bench.CudaTimer.
 """
 from __future__ import annotations
 
+import copy
+import functools
 import hashlib
+import importlib.metadata
 import os
 import platform
-import subprocess
 import sys
 import time
 import traceback
@@ -19,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from conformance_bench import bench
+from conformance_bench import bench, provenance
 
 from conformance.core import registry
 from conformance.core.dtypes import torch_dtype
@@ -31,7 +35,11 @@ ROOT = Path(__file__).resolve().parent.parent
 W4A16_WTYPE, W4A16_FORMAT = "uint4b8", "gptq_v2"
 COMPILE_DECODE = (1, 16)
 COMPILE_FLAG_RATIO = 1.05
-BASELINES = ("dense", "compile")
+BASELINES = ("dense", "compile", "gemlite")
+GEMLITE_PLUGIN, GEMLITE_KERNEL = "conformance.adapters.gemlite", "gemlite_a16w4"
+COMPILE_STATIC = "dequant_linear+compile_static"  # torch.compile(dynamic=False): one compile per (shape, M)
+COMPILE_DYNAMIC = "dequant_linear+compile_dynamic"  # M marked dynamic, compiled once at prefill M per shape
+RECOMPILE_LIMIT = 4096  # dynamo's default (8 per function) would run the 9th static M eagerly, silently
 
 
 @dataclass
@@ -44,7 +52,9 @@ class Options:
     fp8_hidden: int = bench.FP8_HIDDEN
     baselines: tuple = BASELINES
     compile_boundary: bool = True
-    families: tuple = registry.FAMILIES
+    compile_boundary_shapes: tuple | None = None  # NxK names the check runs on; None = every shape
+    compile_backend: str = "inductor"  # torch.compile backend of the compiled baselines (the CPU tests use "eager")
+    families: tuple = registry.FAMILIES  # benched in this order
     seed: int = 0
     log: object = sys.stderr
 
@@ -60,15 +70,20 @@ def _move(obj, device):
 
 
 def _clone(obj):
+    """A copy with its own tensors: operand containers leaf by leaf, a module (GemLite's) deep-copied."""
     from conformance.checks.contracts import replace_leaves, tensor_leaves
 
+    if isinstance(obj, torch.nn.Module):
+        return copy.deepcopy(obj)
     return replace_leaves(obj, [t.clone() for t in tensor_leaves(obj)])
 
 
 def _nbytes(obj) -> int:
+    """Bytes of an operand set's tensors (a module's parameters and buffers)."""
     from conformance.checks.contracts import tensor_leaves
 
-    return sum(t.numel() * t.element_size() for t in tensor_leaves(obj))
+    ts = [*obj.parameters(), *obj.buffers()] if isinstance(obj, torch.nn.Module) else tensor_leaves(obj)
+    return sum(t.numel() * t.element_size() for t in ts)
 
 
 def _l2_bytes(device) -> int:
@@ -83,7 +98,8 @@ def _sync(device) -> None:
 
 
 def source_digest() -> str:
-    """sha256 over the kernel and bench sources: identifies the code even where .git did not travel."""
+    """sha256 over the kernel and bench sources (kept from runs 1-9; the README's staleness check uses
+    provenance.kernel_digest, which a bench-only edit does not change)."""
     h = hashlib.sha256()
     for p in sorted([*ROOT.glob("kernels/*.py"), *ROOT.glob("benchmarks/bench*.py")]):
         h.update(p.name.encode())
@@ -91,26 +107,28 @@ def source_digest() -> str:
     return h.hexdigest()[:16]
 
 
-def git_commit() -> str | None:
+def _gemlite_env() -> dict | None:
+    """GemLite's version and autotune mode when its adapter is loaded (None: not loaded)."""
+    mod = sys.modules.get(GEMLITE_PLUGIN)
+    if mod is None:
+        return None
     try:
-        out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    if out.returncode != 0:
-        return None
-    return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+        version = importlib.metadata.version("gemlite")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    return {"version": version, "unavailable": mod.UNAVAILABLE,
+            "autotune": os.environ.get(mod.AUTOTUNE_ENV) or "gemlite's own default"}
 
 
 def environment(device) -> dict:
-    """Device, versions and code identity recorded with every run."""
+    """Device, versions and code identity (commit, clean flag, kernel digest) recorded with every run."""
     import triton
 
     env = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
            "cuda": torch.version.cuda, "hip": getattr(torch.version, "hip", None),
-           "commit": os.environ.get("CONFORMANCE_COMMIT") or git_commit(), "source_digest": source_digest(),
-           "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node()}
+           **provenance.record_fields(), "source_digest": source_digest(),
+           "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
+           "gemlite": _gemlite_env()}
     if torch.device(device).type == "cuda":
         p = torch.cuda.get_device_properties(device)
         env.update(device=p.name, sm_count=p.multi_processor_count, l2_bytes=_l2_bytes(device),
@@ -126,8 +144,11 @@ def _ctx(kernel, target: Target, device) -> RunContext:
 
 
 def _kernels(opts, family: str, config, target: Target) -> tuple[list, list]:
-    """(kernels to run, rows for the kernels that cannot) for one config; refusals carry their reason."""
+    """(kernels to run, rows for the kernels that cannot) for one config; refusals carry their reason. The
+    `gemlite` baseline adds GemLite's kernel to a --kernels list (its gate-only stand-in says why it cannot run)."""
     names = opts.kernels
+    if names is not None and "gemlite" in opts.baselines:  # kept below only for GemLite's own family
+        names = list(dict.fromkeys([*names, GEMLITE_KERNEL]))
     ks = registry.all_kernels(family) if names is None else [
         k for k in registry.resolve_kernels(names) if k.family == family]
     run, skipped = [], []
@@ -149,20 +170,46 @@ def _row(family, kernel, shape, M, N, K, status, detail="", **kw) -> dict:
 
 
 def _timed_row(row: dict, timer, calls_graph, calls_eager, nbytes: int, flops: float, ceil: dict) -> dict:
-    """Fill a row's graph/eager medians and roofline figures (errors in timing become status 'error')."""
+    """Fill a row's graph/eager medians and roofline figures (errors in timing become status 'error').
+    A timer with eager_reps = 0 times graphs only."""
     try:
         g = timer.graph(calls_graph)
-        e = timer.eager(calls_eager)
+        e = timer.eager(calls_eager) if getattr(timer, "eager_reps", 1) else None
     except Exception as ex:  # noqa: BLE001 - a launch failure is a result, reported with the row
         row.update(status="error", detail=f"timing failed: {type(ex).__name__}: {' '.join(str(ex).split())[:300]}")
         return row
     floor = bench.roofline_us(nbytes, flops, ceil["copy_gbps"], ceil.get("peak_tflops"))
-    row.update(graph_us=round(g.median_us, 3), eager_us=round(e.median_us, 3),
-               graph=g.to_dict(), eager=e.to_dict(), bytes=nbytes, flops=flops, roofline_us=round(floor, 3),
-               roofline_frac=round(floor / g.median_us, 4) if g.median_us > 0 else None,
-               gbps=round(nbytes / (g.median_us * 1e3), 1), tflops=round(flops / (g.median_us * 1e6), 2),
-               launch_overhead_us=round(e.median_us - g.median_us, 3))
+    row.update(graph_us=round(g.median_us, 3), graph=g.to_dict(), bytes=nbytes, flops=flops,
+               operand_sets=len(calls_graph),  # copies cycled through, so L2 holds none of them between calls
+               roofline_us=round(floor, 3), roofline_frac=round(floor / g.median_us, 4) if g.median_us > 0 else None,
+               gbps=round(nbytes / (g.median_us * 1e3), 1), tflops=round(flops / (g.median_us * 1e6), 2))
+    if e is not None:
+        row.update(eager_us=round(e.median_us, 3), eager=e.to_dict(),
+                   launch_overhead_us=round(e.median_us - g.median_us, 3))
     return row
+
+
+def _err(ex: Exception) -> str:
+    return f"{type(ex).__name__}: {' '.join(str(ex).split())[:300]}"
+
+
+def _dynamo_graphs() -> int:
+    """Graphs dynamo has compiled in this process (to see that a static-M call really compiled)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["stats"]["unique_graphs"])
+
+
+def _recompile_limits():
+    """dynamo's per-function and total recompile limits raised for the bench (names differ across torch)."""
+    cfg = torch._dynamo.config
+    limits = {}
+    pairs = (("recompile_limit", "cache_size_limit"), ("accumulated_recompile_limit", "accumulated_cache_size_limit"))
+    for names in pairs:
+        name = next((n for n in names if hasattr(cfg, n)), None)
+        if name is not None:
+            limits[name] = RECOMPILE_LIMIT
+    return cfg.patch(limits)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -170,22 +217,80 @@ def _timed_row(row: dict, timer, calls_graph, calls_eager, nbytes: int, flops: f
 # ------------------------------------------------------------------------------------------------
 
 def _bench_w4a16(fam, opts, device, target, timer, ceil, rows, compile_rows, progress) -> None:
-    """Every shape of opts.shapes; one shape's failure becomes an error row and never loses the others."""
+    """Every shape of opts.shapes, in order; one shape's failure becomes an error row and never loses the others."""
     for shape in opts.shapes:
         try:
-            _w4a16_shape(fam, opts, shape, device, target, timer, ceil, rows, compile_rows)
+            with _recompile_limits():
+                _w4a16_shape(fam, opts, shape, device, target, timer, ceil, rows, compile_rows, progress)
         except Exception as ex:  # noqa: BLE001
             rows.append(_row(fam.name, "*", shape.name, None, shape.N, shape.K, "error",
                              f"{type(ex).__name__}: {ex}; {traceback.format_exc(limit=3)}"))
         progress()
 
 
-def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, rows, compile_rows) -> None:
+def _sets(first, nbytes: int, l2: int, reload=None) -> list:
+    """`first` and enough copies that one pass over them is >= L2_ROTATION_FACTOR x L2: clones, or `reload()`
+    where the operands cannot be copied (a module with state deepcopy refuses)."""
+    n = bench.rotation_sets(nbytes, l2) if nbytes > 0 else 1  # no tensors found: nothing to rotate
+    try:
+        return [first] + [_clone(first) for _ in range(n - 1)]
+    except Exception:  # noqa: BLE001 - copying failed: load fresh operands instead (or report the load error)
+        if reload is None:
+            raise
+        return [first] + [reload() for _ in range(n - 1)]
+
+
+class _Baseline:
+    """A plain-torch baseline row: a function of x over rotating operand sets, gated with declared act-dtype
+    numerics; `compiled` counts the dynamo graphs each M's first call compiles (a static-M call must compile one:
+    none means dynamo ran it eagerly)."""
+
+    def __init__(self, name: str, fn, sets: list, nbytes, compiled: str | None = None):
+        self.name, self.fn, self.sets, self.nbytes, self.compiled = name, fn, sets, nbytes, compiled
+        self.compile_s: float | None = None  # dynamic: the one compile at prefill M, per shape
+        self.error: str | None = None  # why fn is None
+
+
+def _w4a16_baselines(fam, opts, shape, w, ckpt, W64, device, l2) -> list[_Baseline]:
+    """dense F.linear on the dequantized weight (rounded once to the act dtype), and torch.compile of
+    gptq_dequant_linear on the checkpoint's own qweight [K/8, N] and scales, static M and dynamic M."""
+    out = []
+    act = torch_dtype(opts.dtype)
+    if "dense" in opts.baselines:
+        wd = W64.to(act).t().contiguous()  # [N, K]: the layer in the act dtype, as a model holds it
+        out.append(_Baseline(f"dense_{opts.dtype}", bench.dense_linear,
+                             _sets((wd,), wd.numel() * wd.element_size(), l2), bench.dense_bytes))
+    if "compile" in opts.baselines:
+        qw, sc = ckpt.tensors["qweight"].to(device), ckpt.tensors["scales"].to(device)
+        sets = _sets((qw, sc), qw.numel() * 4 + sc.numel() * sc.element_size(), l2)
+        bias = w.wtype.bias
+        torch._dynamo.reset()  # graphs of earlier shapes are dead weight in every guard check
+
+        def user_fn(x, qweight, scales):  # what a user compiles: the layer's forward over its own tensors
+            return bench.gptq_dequant_linear(x, qweight, scales, w.gs, bias)
+
+        static = torch.compile(user_fn, dynamic=False, fullgraph=True, backend=opts.compile_backend)
+        dyn = torch.compile(user_fn, fullgraph=True, backend=opts.compile_backend)
+        w4 = functools.partial(bench.w4a16_bytes, group_size=w.gs, has_zeros=False, act_bytes=act.itemsize)
+        out.append(_Baseline(COMPILE_STATIC, static, sets, w4, compiled="static"))
+        d = _Baseline(COMPILE_DYNAMIC, dyn, sets, w4, compiled="dynamic")
+        x_pre = bench.bench_activations(fam.bench_prefill_m, shape.K, act, opts.seed + 98, device)
+        torch._dynamo.mark_dynamic(x_pre, 0)  # M symbolic: one graph for every M a server sees
+        t0 = time.perf_counter()
+        try:
+            dyn(x_pre, *sets[0])
+            _sync(device)
+            d.compile_s = round(time.perf_counter() - t0, 2)
+        except Exception as ex:  # noqa: BLE001 - reported on every M's row
+            d.fn, d.error = None, f"compile at prefill M={fam.bench_prefill_m} failed: {_err(ex)}"
+        out.append(d)
+    return out
+
+
+def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, rows, compile_rows, progress) -> None:
     from conformance.checks.tolerance import l2_bound
     from references import codecs
-    from references.codecs import operands as codec_ops
-    from references.generators import random_activations, random_canonical
-    from references.scalar_types import scalar_type
+    from references.weight import CanonicalWeight
 
     act = torch_dtype(opts.dtype)
     N, K = shape.N, shape.K
@@ -194,9 +299,11 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
     config, = fam.config_space({"N": N, "K": K}, weight_type=(W4A16_WTYPE,), group_size=(bench.W4A16_GROUP,),
                                act_order=(False,), dtype=(opts.dtype,), format=(W4A16_FORMAT,))
     t0 = time.perf_counter()
-    w = random_canonical(K, N, bench.W4A16_GROUP, W4A16_WTYPE, act, "normal", opts.seed)
+    wd = bench.bench_weight(K, N, bench.W4A16_GROUP, W4A16_WTYPE, act, opts.seed, device)
+    W64 = wd.dequantize(torch.float64)  # the reference weight, built where it is used
+    w = CanonicalWeight(wd.q.cpu(), wd.scales.cpu(), None, None, wd.group_size, wd.wtype)
+    del wd
     ckpt = codecs.encode(w, W4A16_FORMAT)
-    W64 = w.dequantize(torch.float64).to(device)
     _say(opts, f"[{fam.name} {shape.name}] weight built in {time.perf_counter() - t0:.1f} s")
     kernels, skipped = _kernels(opts, fam.name, config, target)
     rows += [dict(r, shape=shape.name, N=N, K=K) for r in skipped]
@@ -204,31 +311,17 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
     loaded = {}
     for k in kernels:
         try:
-            ops = _move(kernel_load(k, ckpt, _ctx(k, target, device), config), device)
-            n_sets = bench.rotation_sets(_nbytes(ops), l2)
-            loaded[k.name] = (k, [ops] + [_clone(ops) for _ in range(n_sets - 1)])
+            def reload(k=k):
+                return _move(kernel_load(k, ckpt, _ctx(k, target, device), config), device)
+
+            ops = reload()
+            loaded[k.name] = (k, _sets(ops, _nbytes(ops), l2, reload))
         except Exception as ex:  # noqa: BLE001
-            rows.append(_row(fam.name, k.name, shape.name, None, N, K, "error",
-                             f"load failed: {type(ex).__name__}: {ex}"))
-    dense = None
-    if "dense" in opts.baselines:
-        gen = torch.Generator().manual_seed(opts.seed + 17)
-        w16 = (torch.randn((K, N), generator=gen) * 0.02).to(act).to(device)
-        n_sets = bench.rotation_sets(w16.numel() * w16.element_size(), l2)
-        dense = [w16] + [w16.clone() for _ in range(n_sets - 1)]
-    plain = []  # (row name, fn) of the plain-torch dequant + matmul baseline and its torch.compile
-    if "compile" in opts.baselines:
-        b_q = codec_ops.triton_pack_qweight(w.q).to(device)
-        n_sets = bench.rotation_sets(b_q.numel() * 4 + w.scales.numel() * 2, l2)
-        psets = [(b_q, w.scales.to(device))]
-        psets += [(t[0].clone(), t[1].clone()) for t in psets * (n_sets - 1)]
-        bias = scalar_type(W4A16_WTYPE).bias
-        compiled = torch.compile(bench.plain_dequant_matmul, dynamic=True)  # one compile per shape, any M
-        plain = [(name, [lambda xx, o=o, f=f: f(xx, o[0], o[1], bench.W4A16_GROUP, bias) for o in psets])
-                 for name, f in (("dequant_matmul", bench.plain_dequant_matmul), ("dequant_matmul+compile", compiled))]
+            rows.append(_row(fam.name, k.name, shape.name, None, N, K, "error", f"load failed: {_err(ex)}"))
+    baselines = _w4a16_baselines(fam, opts, shape, w, ckpt, W64, device, l2)
 
     for M in ms:
-        x = random_activations(M, K, act, "normal", opts.seed + M).to(device)
+        x = bench.bench_activations(M, K, act, opts.seed + M, device)
         y_ref = x.double() @ W64
         S = x.double().abs() @ W64.abs()
         R = l2_bound(x, W64)
@@ -239,7 +332,7 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
                 cache[n] = [x] + [x.clone() for _ in range(n - 1)]
             return cache[n]
 
-        nbytes = bench.w4a16_bytes(M, N, K, bench.W4A16_GROUP, has_zeros=False, act_bytes=2)
+        nbytes = bench.w4a16_bytes(M, N, K, bench.W4A16_GROUP, has_zeros=False, act_bytes=act.itemsize)
         flops = 2.0 * M * N * K
         for name, (k, sets) in loaded.items():
             row = _row(fam.name, name, shape.name, M, N, K, "ok")
@@ -248,7 +341,7 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
                 _sync(device)
                 gate = bench.gate_w4a16(k, config, y, y_ref, S, R, K, act)
             except Exception as ex:  # noqa: BLE001
-                rows.append(dict(row, status="error", detail=f"{type(ex).__name__}: {' '.join(str(ex).split())[:300]}"))
+                rows.append(dict(row, status="error", detail=_err(ex)))
                 continue
             row.update(gate=gate.detail, gate_metrics=gate.metrics)
             if not gate.ok:
@@ -263,27 +356,46 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
             rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
             _say(opts, f"[{fam.name} {shape.name} M={M}] {name}: {rows[-1].get('graph_us')} us graph, "
                        f"{rows[-1].get('eager_us')} us eager, {rows[-1].get('roofline_frac')} of roofline")
-        if dense is not None:
-            xl = xs(len(dense))
-            calls = [lambda wd=wd, xx=xx: torch.matmul(xx, wd) for wd, xx in zip(dense, xl)]
-            row = _row(fam.name, f"dense_{opts.dtype}", shape.name, M, N, K, "ok", baseline=True)
-            rows.append(_timed_row(row, timer, calls, calls, bench.dense_bytes(M, N, K), flops, ceil))
-        for name, fns in plain:
-            row = _row(fam.name, name, shape.name, M, N, K, "ok", baseline=True)
-            try:
-                gate = bench.gate_w4a16(bench.PlainDequantDeclared(), config, fns[0](x), y_ref, S, R, K, act)
-                row.update(gate=gate.detail, gate_metrics=gate.metrics)
-                if gate.ok:
-                    calls = [lambda f=f, xx=xx: f(xx) for f, xx in zip(fns, xs(len(fns)))]
-                    rows.append(_timed_row(row, timer, calls, calls, nbytes, flops, ceil))
-                else:
-                    rows.append(dict(row, status="wrong", detail=gate.detail))
-            except Exception as ex:  # noqa: BLE001
-                rows.append(dict(row, status="error", detail=f"{type(ex).__name__}: {str(ex)[:300]}"))
-    if opts.compile_boundary:
+        for b in baselines:
+            rows.append(_baseline_row(fam, opts, shape, b, M, x, xs, y_ref, S, R, config, act, flops, timer, ceil,
+                                      device))
+        progress()
+    if opts.compile_boundary and (opts.compile_boundary_shapes is None or shape.name in opts.compile_boundary_shapes):
         for k, sets in loaded.values():
             if k.op is not None:
                 compile_rows += _compile_boundary(opts, k, sets, shape.name, K, act, device, timer)
+
+
+def _baseline_row(fam, opts, shape, b: _Baseline, M, x, xs, y_ref, S, R, config, act, flops, timer, ceil,
+                  device) -> dict:
+    """One baseline at one M: its first call (which compiles a static-M graph) gated, then timed."""
+    row = _row(fam.name, b.name, shape.name, M, shape.N, shape.K, "ok", baseline=True)
+    if b.compiled:
+        row["compile"] = b.compiled
+    if b.fn is None:
+        return dict(row, status="error", detail=b.error)
+    before, t0 = (_dynamo_graphs() if b.compiled else 0), time.perf_counter()
+    try:
+        y = b.fn(x, *b.sets[0])
+        _sync(device)
+    except Exception as ex:  # noqa: BLE001
+        return dict(row, status="error", detail=_err(ex))
+    if b.compiled:
+        new = _dynamo_graphs() - before
+        row.update(graphs_compiled=new, first_call_s=round(time.perf_counter() - t0, 2))
+        if b.compile_s is not None:
+            row["compile_s"] = b.compile_s
+        if b.compiled == "static" and new != 1:
+            return dict(row, status="error", detail=f"torch.compile(dynamic=False) compiled {new} graphs at the first "
+                                                    f"call with M={M}, expected 1 (a recompile limit runs it eagerly)")
+    gate = bench.gate_w4a16(bench.PlainDequantDeclared(), config, y, y_ref, S, R, shape.K, act)
+    row.update(gate=gate.detail, gate_metrics=gate.metrics)
+    if not gate.ok:
+        return dict(row, status="wrong", detail=f"output fails the statistical tier: {gate.detail}")
+    calls = [lambda ops=ops, xx=xx: b.fn(xx, *ops) for ops, xx in zip(b.sets, xs(len(b.sets)))]
+    out = _timed_row(row, timer, calls, calls, b.nbytes(M, shape.N, shape.K), flops, ceil)
+    _say(opts, f"[{fam.name} {shape.name} M={M}] {b.name}: {out.get('graph_us')} us graph")
+    return out
 
 
 def _compile_boundary(opts, k, sets, shape_name, width, act, device, timer) -> list[dict]:
@@ -391,8 +503,10 @@ def _fp8(fam, opts, device, target, timer, ceil, rows, compile_rows) -> None:
 
 def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None, on_progress=None) -> dict:
     """The whole benchmark; `ceilings` ({"copy_gbps", "peak_tflops"}) are measured when not given.
-    `on_progress(report)` is called with the report so far after each shape (a killed run keeps them)."""
+    `on_progress(report)` is called with the report so far after each M of each shape (a killed run keeps them)."""
     registry.load_all()
+    if "gemlite" in opts.baselines:
+        _load_gemlite()
     target = detect_target() if torch.device(device).type == "cuda" else Target("cpu")
     timer = timer or bench.CudaTimer()
     env = environment(device)
@@ -419,15 +533,21 @@ def run(opts: Options, device="cuda", timer=None, ceilings: dict | None = None, 
         if on_progress is not None:
             on_progress(report(False))
 
-    for fam in all_families():
-        if fam.name not in opts.families:
-            continue
+    fams = sorted((f for f in all_families() if f.name in opts.families), key=lambda f: opts.families.index(f.name))
+    for fam in fams:
         flow = globals().get(f"_bench_{fam.name}")  # each family's bench flow: `_bench_<family name>` here
         if flow is None:
             rows.append(_row(fam.name, "*", "", None, None, None, "error", "no bench flow for this family"))
             continue
         flow(fam, opts, device, target, timer, ceilings, rows, compile_rows, progress)
     return report(True)
+
+
+def _load_gemlite() -> None:
+    """GemLite's adapter as a plugin: its kernel, or the gate-only stand-in that says why GemLite cannot run here."""
+    registry.load_plugin(GEMLITE_PLUGIN)
+    if GEMLITE_KERNEL not in {k.name for k in registry.all_kernels()}:  # loaded earlier, then unregistered
+        sys.modules[GEMLITE_PLUGIN].register()
 
 
 def _add_speedups(rows: list[dict]) -> None:
@@ -444,4 +564,6 @@ def _opts_dict(opts: Options) -> dict:
     return {"kernels": opts.kernels, "shapes": [s.name + (f"@M{list(s.ms)}" if s.ms else "") for s in opts.shapes],
             "ms": list(opts.ms), "dtype": opts.dtype, "fp8_tokens": list(opts.fp8_tokens),
             "fp8_hidden": opts.fp8_hidden, "baselines": list(opts.baselines),
-            "compile_boundary": opts.compile_boundary, "families": list(opts.families), "seed": opts.seed}
+            "compile_boundary": opts.compile_boundary,
+            "compile_boundary_shapes": opts.compile_boundary_shapes and list(opts.compile_boundary_shapes),
+            "families": list(opts.families), "seed": opts.seed}

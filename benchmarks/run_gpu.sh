@@ -1,7 +1,19 @@
 #!/usr/bin/env bash
 # GPU runs of the bench and the triton_w4a16 tile sweep, everything written under $OUT.
 #
-#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | sweep-fp8 | bench | bench-w4a16 | bench-fp8 | suite | gemlite | all
+#   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | sweep-fp8 | bench | bench-w4a16 | bench-fp8 | suite | gemlite
+#                                            | all | final | two-gpu
+#
+# `final` (one H200, one call, <= FINAL_BUDGET_S = 570 s wall): smoke, the suite on the device (GemLite as a plugin
+# when .whl/ holds its wheels), then the bench of the README (issue shapes, llama3-8b, llama3-70b, 12 M values,
+# dense / torch.compile static and dynamic M / GemLite baselines). Each step's time limit is what the budget has
+# left, and each writes as it goes, so a step cut short still returns what it finished. Files back (8):
+# smoke.log, suite.log, suite_summary.json, suite_records.json, bench.log, bench/bench.{json,md,png}.
+# `two-gpu` (two GPUs): the suite -n 4 on one GPU, then -n 4 pinned over both, same seed; benchmarks/two_gpu.py
+# compares the verdicts and the worker -> GPU map (two_gpu.json). ONE_GPU_REPORT=path skips the one-GPU run.
+# Pass the code identity the figures are recorded with (the tree copy there has no .git):
+#   CONFORMANCE_COMMIT=<sha> CONFORMANCE_TREE_CLEAN=<0|1> bash benchmarks/run_gpu.sh final
+# (`python -m conformance_bench.provenance` prints that prefix); the suite's seed is then the commit's, as in CI.
 #
 # `suite` runs the conformance suite, the regressions and the GPU kernel check on the device
 # (suite.log, kernel_check.json; the full record goes to /tmp/suite.json). A `sweep` in the same call makes the later steps use its
@@ -25,6 +37,11 @@ export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python3}"
 STEPS="${*:-all}"
 SWEEP_KEEP=/tmp/conformance_sweep
+T0=$SECONDS
+# the suite's seed when the commit is given: the one CI uses for that commit (conformance/cases/seeds.py)
+if [ -z "${CONFORMANCE_SEED:-}" ] && [ -n "${CONFORMANCE_COMMIT:-}" ]; then
+  export CONFORMANCE_SEED="0x${CONFORMANCE_COMMIT:0:8}"
+fi
 # keep inductor/triton caches off the repo copy's tracked paths
 export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/conformance_inductor}"
 export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/conformance_triton}"
@@ -35,7 +52,7 @@ smoke() {
   {
     date -u
     nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv || true
-    "$PY" - <<'EOF'
+    timeout "${SMOKE_TIMEOUT_S:-600}" "$PY" - <<'EOF'
 import sys, torch
 from conformance import registry
 registry.load_all()  # before importing triton: under an interpreter TRITON_INTERPRET must be set first
@@ -116,10 +133,20 @@ suite() {
   timeout 240 "$PY" benchmarks/gpu_kernel_check.py "$OUT/kernel_check.json" 2>&1 | tail -n 30 | tee -a "$OUT/suite.log"
 }
 
-gemlite() {  # the suite on GemLite's A16W4 (conformance/adapters/gemlite.py): ci profile, then nightly with a cap
-  # needs the wheels built on the CPU machine into .whl/ (gemlite and its tqdm; numpy and triton are here)
+gemlite_install() {  # GemLite's wheels from .whl/ (built on the CPU machine; carried there): 0 when gemlite imports
+  ls .whl/gemlite-*.whl >/dev/null 2>&1 || { echo "gemlite: no .whl/gemlite-*.whl here, GemLite not installed"; return 1; }
   rm -rf /tmp/site && "$PY" -m pip install --no-deps --no-index --target /tmp/site .whl/*.whl 2>&1 | tail -n 2
   export PYTHONPATH="/tmp/site:$PYTHONPATH"
+  local out rc
+  out=$("$PY" -c 'import gemlite; print("gemlite", gemlite.__version__ if hasattr(gemlite, "__version__") else "?")' 2>&1)
+  rc=$?
+  echo "$out" | tail -n 3
+  return $rc
+}
+
+gemlite() {  # the suite on GemLite's A16W4 (conformance/adapters/gemlite.py): ci profile, then nightly with a cap
+  # needs the wheels built on the CPU machine into .whl/ (gemlite and its tqdm; numpy and triton are here)
+  gemlite_install || true
   for prof in ci nightly; do
     cap=${GEMLITE_CI_TIMEOUT_S:-240}; [ "$prof" = nightly ] && cap=${GEMLITE_NIGHTLY_TIMEOUT_S:-300}
     timeout "$cap" "$PY" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
@@ -130,6 +157,62 @@ gemlite() {  # the suite on GemLite's A16W4 (conformance/adapters/gemlite.py): c
   done
 }
 
+left() { echo $(( ${FINAL_BUDGET_S:-570} - (SECONDS - T0) )); }  # seconds the one-call budget has left
+cap() {  # cap WANT RESERVE: WANT seconds, or what is left after keeping RESERVE for the later steps (>= 1)
+  local c=$(( $(left) - $2 ))
+  [ "$c" -gt "$1" ] && c=$1
+  [ "$c" -lt 1 ] && c=1
+  echo "$c"
+}
+
+SUITE_FLAGS="-q -p no:cacheprovider -p benchmarks.suite_record"  # the recorder: GPU per record, summary JSON
+# the README's bench (benchmarks/README.md "What each row is"): fp8 first (seconds), then the issue's two shapes,
+# llama3-8b, llama3-70b (largest last); ours and the baselines; the compile-boundary check on the issue shapes
+FINAL_BENCH="--shapes 14336x4096,4096x14336,llama3-8b,llama3-70b --m 1,2,4,8,16,32,64,128,256,512,1024,4096
+  --family fp8_group_quant,w4a16 --kernels triton_w4a16,fp8_group_quant_triton,fp8_group_quant_native
+  --baselines dense,compile,gemlite --compile-boundary-shapes 14336x4096,4096x14336
+  --replays 20 --eager-reps 5 --budget-s 0.1"
+
+final() {
+  local plugin=""
+  export CONFORMANCE_GEMLITE_AUTOTUNE="${CONFORMANCE_GEMLITE_AUTOTUNE:-default}"  # one config per shape: no tuning
+  gemlite_install && plugin="--conformance-plugin conformance.adapters.gemlite"
+  local t=$(cap "${FINAL_SUITE_S:-210}" "${FINAL_BENCH_MIN_S:-270}")
+  echo "final: suite, ${t} s limit, $(left) s left"
+  timeout "$t" "$PY" -m pytest conformance/suite -n 8 $SUITE_FLAGS $plugin \
+    --suite-summary "$OUT/suite_summary.json" --conformance-report "$OUT/suite_records.json" 2>&1 | tail -n 80 \
+    | tee "$OUT/suite.log"
+  echo "suite exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/suite.log"
+  t=$(cap "${FINAL_BENCH_S:-300}" 10)
+  echo "final: bench, ${t} s limit, $(left) s left"
+  timeout "$t" "$PY" -m conformance bench --out "$OUT/bench" $FINAL_BENCH 2>&1 | tee "$OUT/bench.log" | tail -n 40
+  echo "bench exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/bench.log"
+  [ -f "$OUT/bench/bench.md" ] && grep -E '^- |^## |PARTIAL' "$OUT/bench/bench.md" | tail -n 30
+}
+
+two_gpu() {
+  local n plugin="" one="${ONE_GPU_REPORT:-}" first
+  n=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
+  [ "$n" -ge 2 ] || { echo "two-gpu: needs two GPUs, torch sees $n"; return 1; }
+  export CONFORMANCE_GEMLITE_AUTOTUNE="${CONFORMANCE_GEMLITE_AUTOTUNE:-default}"  # verdicts must not depend on tuning
+  gemlite_install && plugin="--conformance-plugin conformance.adapters.gemlite"
+  if [ -z "$one" ]; then
+    first="${CUDA_VISIBLE_DEVICES:-0}"; first="${first%%,*}"
+    CUDA_VISIBLE_DEVICES="$first" timeout "$(cap "${TWO_GPU_RUN_S:-240}" 200)" "$PY" -m pytest conformance/suite \
+      -n 4 $SUITE_FLAGS $plugin --suite-summary "$OUT/one_gpu_summary.json" \
+      --conformance-report "$OUT/one_gpu_records.json" 2>&1 | tail -n 40 | tee "$OUT/one_gpu.log"
+    echo "one-GPU suite exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/one_gpu.log"
+    one="$OUT/one_gpu_records.json"
+  fi
+  timeout "$(cap "${TWO_GPU_RUN_S:-240}" 15)" "$PY" -m pytest conformance/suite -n 4 $SUITE_FLAGS $plugin \
+    --suite-summary "$OUT/two_gpu_summary.json" --conformance-report "$OUT/two_gpu_records.json" 2>&1 | tail -n 40 \
+    | tee "$OUT/two_gpu.log"
+  echo "two-GPU suite exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/two_gpu.log"
+  "$PY" -m benchmarks.two_gpu "$one" "$OUT/two_gpu_records.json" "$OUT/two_gpu.json"
+  echo "two-gpu compare exit: $?"
+}
+
+case " $STEPS " in *" final "*|*" two-gpu "*) export SMOKE_TIMEOUT_S="${SMOKE_TIMEOUT_S:-90}";; esac  # one-call budgets
 smoke
 has sweep && sweep
 has sweep-fp8 && sweep_fp8
@@ -140,4 +223,6 @@ if has bench || has bench-w4a16 || has bench-fp8; then
 fi
 has suite && suite
 case " $STEPS " in *" gemlite "*) gemlite;; esac  # not part of `all`: needs .whl/ and a GPU
+case " $STEPS " in *" final "*) final;; esac  # not part of `all`: one call of its own
+case " $STEPS " in *" two-gpu "*) two_gpu;; esac  # not part of `all`: needs two GPUs
 ls -la "$OUT" "$OUT"/* 2>/dev/null

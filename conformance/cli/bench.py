@@ -11,7 +11,8 @@ import sys
 from conformance.cli import _args
 
 NAME = "bench"
-HELP = "GPU timings (CUDA-graph and eager) with roofline and dense-fp16 ratios; exits 3 without a GPU"
+HELP = ("GPU timings (CUDA-graph and eager) beside dense, torch.compile and GemLite baselines, with roofline "
+        "fractions; exits 3 without a GPU")
 
 
 def add_arguments(parser) -> None:
@@ -24,17 +25,24 @@ def add_arguments(parser) -> None:
     parser.add_argument("--dtype", default="float16",
                         help="activation dtype: float16 or bfloat16 (default: %(default)s)")
     parser.add_argument("--family", default="w4a16,fp8_group_quant", metavar="F,...",
-                        help="families to bench (default: %(default)s)")
+                        help="families to bench, in this order (default: %(default)s)")
     parser.add_argument("--fp8-tokens", default=",".join(map(str, (1, 16, 128, 1024, 4096, 8192))), metavar="T,...",
                         help="fp8 group-quant token counts, hidden 7168, group 128, bf16 in (default: %(default)s)")
-    parser.add_argument("--baselines", default="dense,compile", metavar="B,...",
-                        help="dense (fp16 torch.matmul) and/or compile (W4A16: dequant_matmul, the plain-torch "
-                             "unpack + dequant + matmul, and its torch.compile; fp8: torch.compile of the native "
-                             "route); "
-                             "'none' for neither (default: %(default)s)")
+    parser.add_argument("--baselines", default="dense,compile,gemlite", metavar="B,...",
+                        help="dense (F.linear with the act-dtype [N, K] weight), compile (W4A16: torch.compile of a "
+                             "plain GPTQ unpack + dequant + F.linear, static M and dynamic M; fp8: torch.compile of "
+                             "the native route), gemlite (GemLite's A16W4 through conformance.adapters.gemlite, "
+                             "timed when it imports); 'none' for none (default: %(default)s)")
     parser.add_argument("--no-compile-boundary", action="store_true",
                         help="skip timing custom ops compiled at prefill M and called at decode M")
+    parser.add_argument("--compile-boundary-shapes", default=None, metavar="NxK,...",
+                        help="run the compile-boundary check on these shapes only (default: every shape)")
     parser.add_argument("--replays", type=int, default=50, help="graph replays per timing (default: %(default)s)")
+    parser.add_argument("--eager-reps", type=int, default=15,
+                        help="eager repetitions per timing; 0 times CUDA graphs only (default: %(default)s)")
+    parser.add_argument("--budget-s", type=float, default=0.25,
+                        help="seconds of timed repetitions per timing: slow calls get fewer, never fewer than 5 "
+                             "(default: %(default)s)")
     parser.add_argument("--out", default="out/bench", metavar="DIR",
                         help="where bench.json, bench.md, bench_roofline.png go (default: %(default)s)")
 
@@ -56,6 +64,15 @@ def _options(args):
     require(all(b in bench_run.BASELINES for b in base), "--baselines", args.baselines,
             f"names from {list(bench_run.BASELINES)} or 'none'")
     require(args.replays >= 3, "--replays", args.replays, "an int >= 3")
+    require(args.eager_reps == 0 or args.eager_reps >= 3, "--eager-reps", args.eager_reps, "0 or an int >= 3")
+    require(args.budget_s > 0, "--budget-s", args.budget_s, "a positive number of seconds")
+    shapes = bench.parse_shapes(args.shapes)
+    cb_shapes = None
+    if args.compile_boundary_shapes is not None:
+        cb_shapes = tuple(t.strip() for t in args.compile_boundary_shapes.split(",") if t.strip())
+        names = sorted({s.name for s in shapes})
+        require(cb_shapes and all(n in names for n in cb_shapes), "--compile-boundary-shapes",
+                args.compile_boundary_shapes, f"comma-separated NxK names of benched shapes: {names}")
     kernels = None
     if args.kernels is not None:
         kernels = [k.name for k in _args.resolve_kernels(args.kernels)]
@@ -64,9 +81,10 @@ def _options(args):
     except ValueError:
         raise InvalidInput("--fp8-tokens", args.fp8_tokens, "comma-separated positive ints") from None
     require(all(t > 0 for t in tokens), "--fp8-tokens", args.fp8_tokens, "comma-separated positive ints")
-    return bench_run.Options(kernels=kernels, shapes=bench.parse_shapes(args.shapes), ms=bench.parse_ms(args.m),
+    return bench_run.Options(kernels=kernels, shapes=shapes, ms=bench.parse_ms(args.m),
                              dtype=args.dtype, fp8_tokens=tokens, baselines=base,
-                             compile_boundary=not args.no_compile_boundary, families=fams)
+                             compile_boundary=not args.no_compile_boundary, compile_boundary_shapes=cb_shapes,
+                             families=fams)
 
 
 def run(args) -> int:
@@ -80,7 +98,8 @@ def run(args) -> int:
     if why is not None:
         print(f"bench: {why}. Run it on a machine with a GPU (see benchmarks/README.md).", file=sys.stderr)
         return bench.EXIT_NO_GPU
-    report = bench_run.run(opts, device="cuda", timer=bench.CudaTimer(replays=args.replays),
+    timer = bench.CudaTimer(replays=args.replays, eager_reps=args.eager_reps, budget_s=args.budget_s)
+    report = bench_run.run(opts, device="cuda", timer=timer,
                            on_progress=lambda rep: bench_report.write(rep, args.out, plot=False))
     paths = bench_report.write(report, args.out)
     for t in report["targets"]:

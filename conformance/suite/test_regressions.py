@@ -2,9 +2,10 @@
 BLOCK_K and its tile tables (vllm#39705), and which built-in kernel gfx1100 selects for uint4 (vllm#46186).
 
 Every shipped-bug CASE lives in the catalogue (conformance/checks/catalogue.py) and runs on every registered
-kernel, plugins included (conformance/suite/test_catalogue.py); this module keeps only what is about a named
-built-in kernel; each test is parametrized by the `kernel_name` it is about, so --conformance-kernels deselects it
-with that kernel. Its hypothesis draws come from the family of configs where the bug lived, and pin the catalogue's
+kernel, plugins included (conformance/suite/test_catalogue.py); this module keeps what is about a named
+built-in kernel, and the smallest channelwise K for every w4a16 kernel (a tile limit only a device enforces);
+each test is parametrized by the `kernel_name` it is about, so --conformance-kernels deselects it with that
+kernel. Its hypothesis draws come from the family of configs where the bug lived, and pin the catalogue's
 cases with @example. ROCm-only kernels run here as their models (or the Triton skinny path) under a simulated
 gfx1100 target; every other kernel runs for this machine's own target (detect_target: the interpreter on CPU, the
 device on a GPU), so on a GPU the checks exercise the real Triton launch, not its model.
@@ -174,3 +175,38 @@ def test_block_k_override_is_clamped(kernel_name, block_k):
                              tiles=tw.TileConfig(32, 64, block_k)).cpu()
     assert tw.last_launch_config()["block_k"] <= 32
     torch.testing.assert_close(y, reference_gemm(x, w).to(torch.float16), rtol=0, atol=0)
+
+
+# ---- the smallest K a kernel accepts: tile limits that only a device enforces ---------------------------------------
+# tl.dot needs K >= 16 on a GPU: a wrapper that shrinks the K tile to 8 for a K = 8 channelwise layer compiles in
+# Triton's interpreter and fails on the device. The CI plan reaches K = 8 / 16 on a seeded rotation; these cases run
+# them on every run, for every w4a16 kernel (plugins included), at M values that take each path of a tile table
+# (GEMV, swap_ab dot, dot, dequant_mm, the catch-all).
+
+SMALL_K = (8, 16)
+SMALL_K_MS = (1, 17, 33, 65, 257)
+SMALL_K_TYPES = (("uint4b8", "float16"), ("uint4", "bfloat16"), ("uint4b8", "bfloat16"), ("uint4", "float16"))
+
+
+@pytest.mark.parametrize("K", SMALL_K)
+@pytest.mark.parametrize("kernel_name", sorted(k.name for k in registry.all_kernels("w4a16")))
+def test_smallest_channelwise_k_runs(kernel_name, K):
+    """Channelwise layers with K = 8 and 16 pass the exact tier wherever the kernel's gate accepts them."""
+    k = registry.get_kernel(kernel_name)
+    t = _target(kernel_name)
+    failures, refusals, ran = [], set(), 0
+    for i, M in enumerate(SMALL_K_MS):
+        wt, dt = SMALL_K_TYPES[i % len(SMALL_K_TYPES)]
+        case = Case(family="w4a16", kernel=kernel_name, regime="exact", tier="exact", seed=8100 + 10 * K + i,
+                    group_size=-1, dtype=dt, M=M, N=64, K=K, weight_type=wt, act_order=False, format="gptq_v2")
+        why = k.can_implement(case.config(), t)
+        if why is not None:
+            refusals.add(why)
+            continue
+        v = run_case(case, k, t)
+        ran += 1
+        if not v.passed:
+            failures.append(v.line())
+    if not ran:
+        pytest.skip(f"{kernel_name} accepts no channelwise K={K} case on {t}: {sorted(refusals)}")
+    assert not failures, "\n".join(failures)

@@ -11,7 +11,7 @@ import torch
 from conformance.core.tree import import_tree_package
 
 import_tree_package("conformance_bench")
-from conformance_bench import bench, bench_report, bench_run  # noqa: E402
+from conformance_bench import bench, bench_report, bench_run, provenance  # noqa: E402
 
 from conformance import cli  # noqa: E402
 from conformance.core import registry  # noqa: E402
@@ -35,6 +35,9 @@ def test_bad_arguments_exit_2_before_the_gpu_question(capsys):
     assert "--shapes" in capsys.readouterr().err
     assert cli.main(["bench", "--baselines", "cublas"]) == 2
     assert cli.main(["bench", "--kernels", "nope"]) == 2
+    assert cli.main(["bench", "--shapes", "issue", "--compile-boundary-shapes", "8192x8192"]) == 2
+    assert "--compile-boundary-shapes='8192x8192'" in capsys.readouterr().err
+    assert cli.main(["bench", "--eager-reps", "1"]) == 2 and cli.main(["bench", "--budget-s", "0"]) == 2
 
 
 def test_parse_shapes_and_ms():
@@ -113,9 +116,12 @@ def _opts(**kw):
 
 
 def test_cpu_run_gates_times_and_reports(tmp_path):
-    partial = []
-    report = bench_run.run(_opts(), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL, on_progress=partial.append)
-    assert len(partial) == 1 and partial[0]["complete"] is False and report["complete"] is True
+    partial, digest = [], provenance.kernel_digest()
+    report = bench_run.run(_opts(), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL,
+                           on_progress=lambda rep: partial.append(json.loads(json.dumps(rep, default=str))))
+    # after each M and after the shape: a run killed at its time limit keeps every finished M
+    assert len(partial) == 3 and all(p["complete"] is False for p in partial) and report["complete"] is True
+    assert [sorted({r["M"] for r in p["rows"] if r.get("graph_us")}) for p in partial] == [[1], [1, 3], [1, 3]]
     assert "PARTIAL" in bench_report.render_markdown(partial[0])
     rows = {(r["kernel"], r.get("M")): r for r in report["rows"]}
     assert rows[("triton_w4a16", 1)]["status"] == "ok"
@@ -125,9 +131,12 @@ def test_cpu_run_gates_times_and_reports(tmp_path):
     assert r["roofline_us"] == pytest.approx(bench.w4a16_bytes(3, 64, 256) / 1e3, abs=1e-3)
     assert r["roofline_frac"] == pytest.approx(r["roofline_us"] / 10.0, abs=1e-4)
     assert r["speedup_vs_dense"] == 1.0 and r["tiles"]["M"] == 3
-    assert rows[("dense_float16", 1)]["status"] == "ok"
+    dense = rows[("dense_float16", 1)]  # F.linear on the dequantized weight: gated like any row
+    assert dense["status"] == "ok" and dense["gate_metrics"]["max_ratio"] <= 1
     assert rows[("rdna3_w4a16", None)]["status"] == "refused" and "gfx1100" in rows[("rdna3_w4a16", None)]["detail"]
-    assert report["environment"]["source_digest"] and report["environment"]["torch"] == torch.__version__
+    env = report["environment"]
+    assert env["source_digest"] and env["torch"] == torch.__version__
+    assert env["kernel_digest"] == digest and env["commit"] and "clean" in env
     paths = bench_report.write(report, tmp_path / "b")
     assert [p.name for p in paths][:2] == ["bench.json", "bench.md"]
     assert json.loads(paths[0].read_text())["rows"]
@@ -264,40 +273,107 @@ def test_speedup_is_dense_time_over_kernel_time_same_shape_and_m():
 
 
 def test_slow_calls_get_fewer_repetitions_but_never_too_few():
-    assert bench.CudaTimer._reps(50, 1e-4) == 50
-    assert bench.CudaTimer._reps(50, bench.TIME_BUDGET_S / 10) == 10
-    assert bench.CudaTimer._reps(50, 10.0) == bench.MIN_REPS
+    t = bench.CudaTimer()
+    assert t._reps(50, 1e-4) == 50
+    assert t._reps(50, bench.TIME_BUDGET_S / 10) == 10
+    assert t._reps(50, 10.0) == bench.MIN_REPS
+    assert bench.CudaTimer(budget_s=bench.TIME_BUDGET_S / 5)._reps(50, bench.TIME_BUDGET_S / 10) == bench.MIN_REPS
 
 
-def test_plain_dequant_matmul_baseline_is_the_weight_it_claims():
-    """The issue's plain-torch baseline unpacks the Triton operand exactly (exact-tier data: bit-exact)."""
-    from references.codecs import operands as codec_ops
+def test_gptq_dequant_linear_is_the_weight_it_claims():
+    """The compiled baseline's user function reads GPTQ's own qweight exactly (exact-tier data: bit-exact)."""
+    from references import codecs
     from references.gemm import reference_gemm
     from references.generators import random_activations, random_canonical
 
     w = random_canonical(256, 64, 64, "uint4b8", torch.float16, "exact", 5)
     x = random_activations(3, 256, torch.float16, "exact", 6)
-    y = bench.plain_dequant_matmul(x, codec_ops.triton_pack_qweight(w.q), w.scales, 64, 8)
+    t = codecs.encode(w, "gptq_v2").tensors
+    y = bench.gptq_dequant_linear(x, t["qweight"], t["scales"], 64, 8)
     assert torch.equal(y, reference_gemm(x, w).to(torch.float16))
+    assert not torch.equal(bench.gptq_dequant_linear(x, t["qweight"], t["scales"], 64, 7), y)
 
 
-def test_compile_baseline_rows_are_gated_and_timed():
-    """`--baselines compile` adds dequant_matmul (plain torch) and dequant_matmul+compile, both gated first."""
+def test_bench_weight_is_seeded_symmetric_and_never_zero_scaled():
+    a = bench.bench_weight(256, 64, 128, "uint4b8", torch.float16, 3, "cpu")
+    b = bench.bench_weight(256, 64, 128, "uint4b8", torch.float16, 3, "cpu")
+    assert torch.equal(a.q, b.q) and torch.equal(a.scales, b.scales) and a.zeros is None
+    assert int(a.q.min()) == 0 and int(a.q.max()) == 15 and bool((a.scales >= bench.SCALE_LO).all())
+    with pytest.raises(InvalidInput, match="weight_type"):
+        bench.bench_weight(256, 64, 128, "uint4", torch.float16, 3, "cpu")
+
+
+def test_compiled_baselines_through_inductor_are_gated_and_timed():
+    """The compiled baselines as on the GPU (inductor), at M = 2: both gated, then timed."""
     report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",)), device="cpu",
                            timer=FakeTimer(10.0), ceilings=CEIL)
     rows = {r["kernel"]: r for r in report["rows"]}
-    for name in ("dequant_matmul", "dequant_matmul+compile"):
+    for name in (bench_run.COMPILE_STATIC, bench_run.COMPILE_DYNAMIC):
         r = rows[name]
         assert r["status"] == "ok" and r["baseline"] and r["gate_metrics"]["max_ratio"] <= 1 and r["graph_us"], r
 
 
-def test_a_wrong_plain_baseline_is_reported_wrong(monkeypatch):
-    real = bench.plain_dequant_matmul
-    monkeypatch.setattr(bench, "plain_dequant_matmul", lambda x, b, s, g, z: real(x, b, s, g, z - 1))
-    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",)), device="cpu",
-                           timer=FakeTimer(10.0), ceilings=CEIL)
+def test_static_m_compiles_per_m_and_dynamic_m_once_per_shape():
+    """Static M compiles one graph at every new M; dynamic M, compiled once at prefill M before the M loop, serves
+    every later M without compiling (graph counting is dynamo's, the same under any backend)."""
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2, 3), baselines=("compile",), compile_backend="eager"),
+                           device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)
+    rows = {(r["kernel"], r["M"]): r for r in report["rows"]}
+    for M in (2, 3):
+        st, dy = rows[(bench_run.COMPILE_STATIC, M)], rows[(bench_run.COMPILE_DYNAMIC, M)]
+        assert st["status"] == dy["status"] == "ok"
+        assert (st["compile"], st["graphs_compiled"]) == ("static", 1)
+        assert (dy["compile"], dy["graphs_compiled"]) == ("dynamic", 0) and dy["compile_s"] > 0
+    md = bench_report.render_markdown(report)
+    assert "| static M, 1 graph compiled |" in md and "| dynamic M |" in md
+
+
+def test_a_static_m_call_that_did_not_compile_is_an_error(monkeypatch):
+    """dynamo runs a function eagerly once it hits its recompile limit (fullgraph or not, depending on the torch
+    version: silently, or raising): a 'compiled' row must never time eager torch."""
+    opts = _opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",), compile_backend="eager")
+    monkeypatch.setattr(bench_run, "RECOMPILE_LIMIT", 1)  # the dynamic graph already holds the one entry
+    rows = {r["kernel"]: r for r in bench_run.run(opts, device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)["rows"]}
+    assert rows[bench_run.COMPILE_DYNAMIC]["status"] == "ok"
+    assert rows[bench_run.COMPILE_STATIC]["status"] == "error" and "graph_us" not in rows[bench_run.COMPILE_STATIC]
+    monkeypatch.undo()
+    monkeypatch.setattr(bench_run, "_dynamo_graphs", lambda: 0)  # as if the call ran eagerly without a word
+    rows = {r["kernel"]: r for r in bench_run.run(opts, device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)["rows"]}
+    st = rows[bench_run.COMPILE_STATIC]
+    assert st["status"] == "error" and "compiled 0 graphs" in st["detail"] and "graph_us" not in st, st
+
+
+def test_wrong_baselines_are_reported_wrong_not_timed(monkeypatch):
+    """Layout bugs (K words read in reverse, N reversed) are caught; the baselines' declared act-dtype accumulation
+    (torch may add split-K partials in fp16) is too loose for subtler ones, e.g. a zero point off by one."""
+    real = bench.gptq_dequant_linear
+    monkeypatch.setattr(bench, "gptq_dequant_linear", lambda x, q, s, g, z: real(x, q.flip(0), s, g, z))
+    monkeypatch.setattr(bench, "dense_linear", lambda x, w: torch.nn.functional.linear(x, w.flip(0)))
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("dense", "compile"),
+                                 compile_backend="eager"), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)
     rows = {r["kernel"]: r for r in report["rows"]}
-    assert rows["dequant_matmul"]["status"] == "wrong" and rows["dequant_matmul+compile"]["status"] == "wrong"
+    for name in ("dense_float16", bench_run.COMPILE_STATIC, bench_run.COMPILE_DYNAMIC):
+        assert rows[name]["status"] == "wrong" and "graph_us" not in rows[name], (name, rows[name])
+    assert rows["triton_w4a16"]["status"] == "ok"
+
+
+def test_gemlite_is_benched_beside_ours_or_says_why_not():
+    """The gemlite baseline loads the adapter as a plugin: a row for GemLite (refused with the import error here,
+    where gemlite needs a GPU) and its state in the environment."""
+    from conformance.core.registry import unregister_kernel
+
+    try:
+        report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,), baselines=("gemlite",)), device="cpu",
+                               timer=FakeTimer(10.0), ceilings=CEIL)
+    finally:
+        unregister_kernel(bench_run.GEMLITE_KERNEL)  # other tests in this process count the registered kernels
+    gl = [r for r in report["rows"] if r["kernel"] == bench_run.GEMLITE_KERNEL]
+    env = report["environment"]["gemlite"]
+    if env["unavailable"]:
+        assert [r["status"] for r in gl] == ["refused"] and gl[0]["detail"] == env["unavailable"]
+        assert "GemLite not timed: gemlite not importable" in bench_report.render_markdown(report)
+    else:  # a machine where gemlite imports (a GPU host running the CPU tests)
+        assert gl and env["version"]
 
 
 def test_markdown_names_each_launch_path():
@@ -310,7 +386,31 @@ def test_markdown_names_each_launch_path():
     assert tile_path({"use_dot": True, "swap_ab": True, "magic": True, "block_m": 16, "block_n": 256,
                       "block_k": 64, "split_k": 1}) == "swap_ab+magic 16x256x64"
     assert tile_path(None) == ""
-    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,)), device="cpu", timer=FakeTimer(10.0),
-                           ceilings=CEIL)
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,), baselines=()), device="cpu",
+                           timer=FakeTimer(10.0), ceilings=CEIL)
+    tiles = next(r["tiles"] for r in report["rows"] if r["kernel"] == "triton_w4a16")  # the launch that served M=1
     row = next(line for line in bench_report.render_markdown(report).splitlines() if "| triton_w4a16 | ok |" in line)
-    assert row.rstrip().endswith("| gemv 1x64x128 sk2 |"), row
+    assert tiles["M"] == 1 and row.rstrip().endswith(f"| {tile_path(tiles)} |"), row
+
+
+def test_operand_sets_of_a_module_are_copies_or_fresh_loads():
+    """GemLite's operands are a module: its rotation copies are deep copies (own storage), or fresh loads where
+    deepcopy is refused, so L2 never holds the next call's weights."""
+    lin = torch.nn.Linear(64, 64, bias=False)
+    nbytes = bench_run._nbytes(lin)
+    assert nbytes == 64 * 64 * 4
+    sets = bench_run._sets(lin, nbytes, 64 * 64 * 4)  # L2 of one weight: 3 copies pass over 3x L2
+    assert len(sets) == 3 and len({s.weight.data_ptr() for s in sets}) == 3
+    assert all(torch.equal(s.weight, lin.weight) for s in sets)
+
+    class NoCopy(torch.nn.Linear):
+        def __deepcopy__(self, memo):
+            raise TypeError("not copyable")
+
+    loads = []
+    nc = NoCopy(64, 64, bias=False)
+    sets = bench_run._sets(nc, nbytes, 64 * 64 * 4, reload=lambda: loads.append(1) or NoCopy(64, 64, bias=False))
+    assert len(sets) == 3 and len(loads) == 2
+    with pytest.raises(TypeError, match="not copyable"):
+        bench_run._sets(nc, nbytes, 64 * 64 * 4)
+    assert bench_run._sets(object(), 0, 64) != []  # nothing to copy: one set

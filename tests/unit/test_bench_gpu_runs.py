@@ -1,0 +1,280 @@
+"""The device runs, on a CPU: which code a figure came from (provenance), the suite recorder (the GPU of every
+verdict and the summary JSON) under real xdist workers pinned to two simulated GPUs, the two-GPU verdict
+comparison, and the wiring of `run_gpu.sh final` / `two-gpu` with a stand-in python (steps, order, time limits,
+the files that come back)."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conformance.core.tree import import_tree_package
+
+import_tree_package("conformance_bench")
+from conformance_bench import provenance, two_gpu  # noqa: E402
+
+from references.errors import InvalidInput  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+
+
+# ------------------------------------------------------------------------------------------------
+# provenance
+
+def test_code_identity_from_env_then_git_then_unknown(tmp_path):
+    env = {provenance.COMMIT_ENV: "abc123", provenance.CLEAN_ENV: "1"}
+    assert provenance.code_identity(environ=env) == {"commit": "abc123", "clean": True, "from": "env"}
+    assert provenance.code_identity(environ={provenance.COMMIT_ENV: "abc"})["clean"] is None
+    git = provenance.code_identity(environ={})
+    assert git["from"] == "git" and len(git["commit"]) == 40 and git["clean"] in (True, False)
+    unknown = provenance.code_identity(tmp_path, environ={})  # a copy of the tree without .git, as on the device
+    assert unknown == {"commit": "unknown", "clean": None, "from": "unknown"}
+    assert provenance.describe(unknown) == "commit unknown (no .git and no CONFORMANCE_COMMIT)"
+    assert provenance.describe({"commit": "0123456789abcdef", "clean": False}) == \
+        "commit 0123456789ab (uncommitted changes)"
+    with pytest.raises(InvalidInput, match="CONFORMANCE_TREE_CLEAN='maybe'"):
+        provenance.code_identity(environ={provenance.COMMIT_ENV: "abc", provenance.CLEAN_ENV: "maybe"})
+    # the prefix a device command takes: this checkout's identity, whatever the environment says
+    assert provenance.env_assignments() == \
+        f"CONFORMANCE_COMMIT={git['commit']} CONFORMANCE_TREE_CLEAN={int(git['clean'])}"
+    with pytest.raises(InvalidInput, match="checkout="):
+        provenance.env_assignments(tmp_path)
+
+
+def test_kernel_digest_follows_the_kernel_sources_and_tile_tables(tmp_path):
+    (tmp_path / "kernels" / "tiles").mkdir(parents=True)
+    (tmp_path / "kernels" / "a.py").write_text("x = 1\n")
+    (tmp_path / "kernels" / "tiles" / "t.json").write_text("{}")
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "bench.py").write_text("y = 1\n")
+    d0 = provenance.kernel_digest(tmp_path)
+    (tmp_path / "benchmarks" / "bench.py").write_text("y = 2\n")  # a bench edit does not make figures stale
+    assert provenance.kernel_digest(tmp_path) == d0
+    (tmp_path / "kernels" / "tiles" / "t.json").write_text('{"table": []}')
+    d1 = provenance.kernel_digest(tmp_path)
+    (tmp_path / "kernels" / "a.py").write_text("x = 2\n")
+    assert len({d0, d1, provenance.kernel_digest(tmp_path)}) == 3
+
+
+# ------------------------------------------------------------------------------------------------
+# the suite recorder under two xdist workers on two simulated GPUs
+
+SAMPLE_TESTS = '''
+import pytest
+from conformance.core import results
+
+@pytest.mark.parametrize("i", range(4))
+def test_records(i):
+    results.record("triton_w4a16", "exact", "fail" if i == 2 else "pass", run_mode="interpreter",
+                   case_id=f"w4a16/triton_w4a16/M={i}", replay=f"python -m conformance repro {i}")
+    assert i != 2, "boom"
+
+def test_skipped():
+    pytest.skip("nothing here")
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup broke")
+
+def test_setup_error(broken):
+    pass
+'''
+
+
+@pytest.fixture(scope="module")
+def pinned_run(tmp_path_factory):
+    """pytest -n 2 on a sample file, workers pinned to two simulated GPUs, with the recorder loaded."""
+    d = tmp_path_factory.mktemp("pinned")
+    (d / "test_sample.py").write_text(SAMPLE_TESTS)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.pop("PYTEST_XDIST_WORKER", None)
+    cmd = [sys.executable, "-m", "pytest", "test_sample.py", "-n", "2", "-q", "-p", "no:cacheprovider",
+           "-p", "conformance.pytest_plugin", "-p", "benchmarks.suite_record", "-p", "fake_two_gpus",
+           "--suite-summary", str(d / "summary.json"), "--conformance-report", str(d / "records.json")]
+    digest = provenance.kernel_digest()  # before the run: what the summary must record
+    proc = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # one failure, one error
+    summary = json.loads((d / "summary.json").read_text())
+    return dict(summary, expected_digest=digest), json.loads((d / "records.json").read_text())
+
+
+def test_summary_counts_per_file_failing_case_ids_and_gpu_per_worker(pinned_run):
+    summary, _ = pinned_run
+    assert summary["complete"] is True and summary["exitstatus"] == 1 and summary["collected"] == 6
+    assert summary["files"]["test_sample.py"] == {"passed": 3, "failed": 1, "skipped": 1, "error": 1,
+                                                  "xfailed": 0, "xpassed": 0}
+    failing = {f["test"]: f for f in summary["failures"]}
+    rec = failing["test_sample.py::test_records[2]"]
+    assert rec["status"] == "failed" and rec["case_ids"] == ["w4a16/triton_w4a16/M=2"]
+    assert rec["replays"] == ["python -m conformance repro 2"] and "boom" in rec["message"]
+    assert failing["test_sample.py::test_setup_error"]["status"] == "error"
+    assert "setup broke" in failing["test_sample.py::test_setup_error"]["message"]
+    gpus = {w: info["gpu"] for w, info in summary["workers"].items()}
+    assert gpus == {"gw0": {"CUDA_VISIBLE_DEVICES": "0"}, "gw1": {"CUDA_VISIBLE_DEVICES": "1"}}
+    assert sum(info["tests"] for info in summary["workers"].values()) == 6
+    assert summary["commit"] == provenance.code_identity()["commit"] and "clean" in summary
+    assert summary["kernel_digest"] == summary["expected_digest"]
+
+
+def test_every_record_names_its_worker_gpu_and_test(pinned_run):
+    _, report = pinned_run
+    recs = report["records"]
+    assert len(recs) == 4
+    for r in recs:
+        assert r["gpu"] == {"CUDA_VISIBLE_DEVICES": r["worker"][-1]}, r  # gw0 -> GPU 0, gw1 -> GPU 1
+        assert r["test"].startswith("test_sample.py::test_records[")
+
+
+def test_two_gpu_comparison_on_the_pinned_run(pinned_run, tmp_path):
+    _, multi = pinned_run
+    one = copy.deepcopy(multi)
+    for r in one["records"]:
+        r.update(worker="gw0", gpu={"CUDA_VISIBLE_DEVICES": "0"})
+    doc = two_gpu.compare(one, multi)
+    assert doc["ok"] and doc["verdicts"]["same"] and doc["verdicts"]["compared"] == 4
+    assert doc["pinning"]["gpus_used"] == ["0", "1"] and doc["pinning"]["workers"] == {"gw0": ["0"], "gw1": ["1"]}
+    flipped = copy.deepcopy(one)
+    flipped["records"][0]["outcome"] = "fail"
+    bad = two_gpu.compare(flipped, multi)
+    assert not bad["ok"] and bad["verdicts"]["n_differ"] == 1
+    assert bad["verdicts"]["differ"][0]["one_gpu"] == "fail" and bad["verdicts"]["differ"][0]["multi_gpu"] == "pass"
+    assert not two_gpu.compare(multi, one)["pinning"]["ok"]  # every worker on one GPU: the pinning did nothing
+    missing = copy.deepcopy(one)
+    missing["records"].pop()
+    assert two_gpu.compare(missing, multi)["verdicts"]["n_only_multi_gpu"] == 1
+
+
+def test_a_worker_on_two_gpus_fails_the_pinning():
+    recs = [{"worker": "gw0", "gpu": {"uuid": u}, "test": "t", "kernel": "k", "check": "c", "case_id": u,
+             "outcome": "pass"} for u in ("GPU-a", "GPU-b")]
+    doc = two_gpu.compare({"records": recs}, {"records": recs})
+    assert doc["verdicts"]["same"] and not doc["pinning"]["ok"]
+    assert doc["pinning"]["workers_on_several_gpus"] == {"gw0": ["GPU-a", "GPU-b"]}
+
+
+def test_two_gpu_command_line(tmp_path, capsys):
+    good = tmp_path / "r.json"
+    good.write_text(json.dumps({"records": [{"worker": "gw0", "gpu": {"CUDA_VISIBLE_DEVICES": "0"}, "test": "t",
+                                             "kernel": "k", "check": "c", "case_id": "x", "outcome": "pass"}]}))
+    assert two_gpu.main([str(good), str(good), str(tmp_path / "o.json")]) == 1  # one GPU used, two expected
+    assert json.loads((tmp_path / "o.json").read_text())["verdicts"]["same"] is True
+    assert two_gpu.main([str(tmp_path / "nope.json"), str(good), str(tmp_path / "o.json")]) == 2
+    assert "ONE_GPU_REPORT=" in capsys.readouterr().err
+    assert two_gpu.main([str(good)]) == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# run_gpu.sh final / two-gpu, with a stand-in python and timeout
+
+def _run_gpu(tmp_path, steps, wheel=True, **env_extra):
+    """Run a copy of run_gpu.sh (its ROOT is the copy: nothing of the checkout is touched); returns the calls of
+    python ([env..., args]) and of timeout (limits in s), and the files under $OUT."""
+    tree = tmp_path / "tree"
+    (tree / "benchmarks").mkdir(parents=True)
+    shutil.copy(ROOT / "benchmarks" / "run_gpu.sh", tree / "benchmarks" / "run_gpu.sh")
+    if wheel:
+        (tree / ".whl").mkdir()
+        (tree / ".whl" / "gemlite-0.6.0-py3-none-any.whl").write_text("")
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    fake = bin_ / "python"
+    shutil.copy(HERE / "fake_gpu_python.sh", fake)
+    (bin_ / "timeout").write_text('#!/usr/bin/env bash\necho "TIMEOUT $1" >> "$FAKE_LOG"\nsleep "${FAKE_STEP_S:-0}"\n'
+                                  'shift\nexec "$@"\n')  # FAKE_STEP_S: seconds each timed step takes
+    for f in (fake, bin_ / "timeout"):
+        f.chmod(f.stat().st_mode | stat.S_IEXEC)
+    out, log = tmp_path / "out", tmp_path / "calls.log"
+    env = {"PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(fake), "OUT": str(out),
+           "FAKE_LOG": str(log), "HOME": str(tmp_path), **env_extra}
+    proc = subprocess.run(["bash", str(tree / "benchmarks" / "run_gpu.sh"), *steps], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lines = log.read_text().splitlines()
+    calls = [ln.split()[1:] for ln in lines if ln.startswith("CALL ")]
+    limits = [int(ln.split()[1]) for ln in lines if ln.startswith("TIMEOUT ")]
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file())
+    return calls, limits, files
+
+
+def _pytest_calls(calls):
+    return [c for c in calls if c[3:5] == ["-m", "pytest"]]
+
+
+def test_final_runs_smoke_then_the_suite_then_the_bench(tmp_path):
+    calls, limits, files = _run_gpu(tmp_path, ["final"], CONFORMANCE_COMMIT="6b2ccc455dac653859fa9cd0400ddd50b987aac6")
+    args = [" ".join(c[3:]) for c in calls]
+    assert args[0] == "-"  # the smoke reads its script from stdin
+    suite, = _pytest_calls(calls)
+    s = " ".join(suite[3:])
+    for part in ("conformance/suite -n 8", "-p benchmarks.suite_record", "--conformance-plugin "
+                 "conformance.adapters.gemlite", "--suite-summary ", "--conformance-report "):
+        assert part in s, s
+    assert suite[1:3] == ["seed=0x6b2ccc45", "autotune=default"]  # the commit's seed, as CI draws for it
+    bench = next(a for a in args if a.startswith("-m conformance bench"))
+    assert args.index(bench) > args.index(s)  # the suite's verdicts come back first
+    for part in ("--shapes 14336x4096,4096x14336,llama3-8b,llama3-70b",
+                 "--m 1,2,4,8,16,32,64,128,256,512,1024,4096", "--baselines dense,compile,gemlite",
+                 "--family fp8_group_quant,w4a16"):
+        assert part in bench, bench
+    assert limits == [90, 210, 300]  # smoke, suite, bench: nothing has used any time yet
+    assert len(files) <= 8 and all(f.count("/") <= 1 for f in files), files
+    assert set(files) >= {"smoke.log", "suite.log", "suite_summary.json", "suite_records.json", "bench.log",
+                          "bench/bench.json", "bench/bench.md"}
+
+
+def test_final_steps_get_what_the_budget_has_left(tmp_path):
+    """Each step's limit is its own or what is left of FINAL_BUDGET_S after the time the earlier steps took, less
+    what the later steps keep: the call ends within the budget. Scaled down: 20 s, every step takes 1 s."""
+    calls, limits, _ = _run_gpu(tmp_path, ["final"], wheel=False, FAKE_STEP_S="1", FINAL_BUDGET_S="20",
+                                SMOKE_TIMEOUT_S="3", FINAL_SUITE_S="100", FINAL_BENCH_MIN_S="8", FINAL_BENCH_S="100")
+    smoke, suite, bench = limits
+    assert smoke == 3 and 10 <= suite <= 11 and 7 <= bench <= 8 and bench < suite, limits  # 20-1-8 and 20-2-10
+    suite_call, = _pytest_calls(calls)
+    assert "--conformance-plugin" not in suite_call and suite_call[1] == "seed="  # no wheels, no commit given
+
+
+def test_two_gpu_runs_one_gpu_then_pinned_and_compares(tmp_path):
+    calls, limits, files = _run_gpu(tmp_path, ["two-gpu"], CONFORMANCE_SEED="7")
+    one, two = _pytest_calls(calls)
+    assert one[0] == "cvd=0" and two[0] == "cvd=" and one[1] == two[1] == "seed=7"
+    assert "-n 4" in " ".join(one) and "-n 4" in " ".join(two)
+    cmp = next(c for c in calls if "benchmarks.two_gpu" in c)
+    assert cmp[-3:] == [str(tmp_path / "out" / "one_gpu_records.json"), str(tmp_path / "out" / "two_gpu_records.json"),
+                        str(tmp_path / "out" / "two_gpu.json")]
+    assert limits == [90, 240, 240] and len(files) <= 8 and "two_gpu.json" in files, (limits, files)
+    calls, _, _ = _run_gpu(tmp_path / "again", ["two-gpu"], ONE_GPU_REPORT="/prev/suite_records.json")
+    (two,) = _pytest_calls(calls)
+    assert next(c for c in calls if "benchmarks.two_gpu" in c)[-3] == "/prev/suite_records.json"
+    calls, _, _ = _run_gpu(tmp_path / "one", ["two-gpu"], FAKE_GPUS="1")
+    assert not _pytest_calls(calls)  # one GPU: nothing to compare
+
+
+def test_the_final_bench_flags_parse(monkeypatch):
+    """run_gpu.sh's FINAL_BENCH is a valid `bench` command line (kernels, shapes, M values, compile-boundary
+    shapes among the benched ones): a typo there would cost a GPU call."""
+    import argparse
+    import re
+
+    from conformance.cli import bench as bench_cli
+    from conformance.core import registry
+
+    registry.load_all()
+    text = (ROOT / "benchmarks" / "run_gpu.sh").read_text()
+    flags = re.search(r'^FINAL_BENCH="(.*?)"', text, re.M | re.S).group(1).split()
+    ap = argparse.ArgumentParser()
+    bench_cli.add_arguments(ap)
+    opts = bench_cli._options(ap.parse_args(flags))
+    names = [s.name for s in opts.shapes]
+    assert names[:2] == ["14336x4096", "4096x14336"] and len(names) == len(set(names)) == 9
+    assert opts.ms == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
+    assert opts.families == ("fp8_group_quant", "w4a16") and set(opts.compile_boundary_shapes) <= set(names)
+    assert opts.baselines == ("dense", "compile", "gemlite")
