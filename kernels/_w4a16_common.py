@@ -3,7 +3,9 @@
 Gate helpers return a refusal reason (naming the field and its value) or None. The Triton operand
 contract (docs/formats.md, section 6): b_q int32 [K, N/8] packed along N (sequential nibbles), scales
 [G, N] in the act dtype, qzeros int32 [G, N/8] or None, zp_bias = the type's bias (8 for uint4b8,
-in which case zeros are ignored even if given).
+in which case zeros are ignored even if given). With `planar`, the same weight also in the planar layout
+(b_planar, references.codecs.operands.planar_pack_qweight) and the zero points as act-dtype values [G, N]
+(zeros_act), which the decode path reads.
 """
 from __future__ import annotations
 
@@ -99,6 +101,8 @@ class TritonW4A16Operands:
     zp_bias: int
     group_size: int  # effective group size (K for channelwise)
     perm: torch.Tensor | None = None
+    b_planar: torch.Tensor | None = None  # the weight in the planar layout (rows sorted like b_q), or None
+    zeros_act: torch.Tensor | None = None  # z [G, N] in the act dtype (exact: 0..15), with b_planar and qzeros
 
     @property
     def K(self) -> int:
@@ -122,11 +126,12 @@ def sorted_g_idx_is_contiguous(g_sorted: torch.Tensor, gs: int) -> bool:
     return bool(torch.equal(g_sorted.long(), torch.arange(g_sorted.numel()) // gs))
 
 
-def load_triton_operands(checkpoint, allow_act_order: bool, device=None) -> TritonW4A16Operands:
+def load_triton_operands(checkpoint, allow_act_order: bool, device=None, planar: bool = False) -> TritonW4A16Operands:
     """Any checkpoint format -> Triton operands, through codecs.decode (the canonical weight).
 
     Without `allow_act_order`, a non-trivial g_idx is refused (a trivial one, k // group_size, as
     GPTQ writes for desc_act=False, is accepted and dropped). With it, K is sorted by argsort(g_idx).
+    `planar` adds b_planar and zeros_act (the packed weight is then held twice: once per layout).
     """
     codecs, ops = _codecs()
     w = codecs.decode(checkpoint)
@@ -153,6 +158,9 @@ def load_triton_operands(checkpoint, allow_act_order: bool, device=None) -> Trit
         qzeros, zp_bias = ops.pack_zeros_gn(w.zeros.contiguous()), 0
     scales = w.scales.to(act).contiguous()
     out = TritonW4A16Operands(b_q, scales, qzeros, zp_bias, gs, perm)
+    if planar:
+        out.b_planar = ops.planar_pack_qweight(q.contiguous())
+        out.zeros_act = None if qzeros is None else w.zeros.to(act).contiguous()
     if device is not None:
         out = to_device(out, device)
     return out
@@ -162,20 +170,34 @@ def to_device(o: TritonW4A16Operands, device) -> TritonW4A16Operands:
     """The same operands with every tensor on `device` (no copy when already there)."""
     def mv(t):
         return None if t is None else t.to(device)
-    return TritonW4A16Operands(mv(o.b_q), mv(o.scales), mv(o.qzeros), o.zp_bias, o.group_size, mv(o.perm))
+    return TritonW4A16Operands(mv(o.b_q), mv(o.scales), mv(o.qzeros), o.zp_bias, o.group_size, mv(o.perm),
+                               mv(o.b_planar), mv(o.zeros_act))
+
+
+def check_planar_operands(o: TritonW4A16Operands, q: torch.Tensor, z: torch.Tensor | None) -> None:
+    """The planar operands, when present, must hold the same q (and z) as b_q (and qzeros): the planar load step
+    is then tested wherever the model runs, not only where the planar kernel does."""
+    _, ops = _codecs()
+    if o.b_planar is not None and not torch.equal(ops.planar_unpack_qweight(o.b_planar.cpu(), o.K), q):
+        raise InvalidInput("b_planar", "a different weight from b_q", "the planar layout of the same q")
+    if o.zeros_act is not None and (z is None or not torch.equal(o.zeros_act.cpu().long(), z)):
+        raise InvalidInput("zeros_act", "different zero points from qzeros", "the same z in the act dtype")
 
 
 def model_triton_operands(o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
     """Plain-torch reading of Triton operands: unpack with the codec inverses, dequantize in the act
-    dtype ((q - z) then * s, rounded once in act dtype), matmul with fp32 accumulation, cast to act."""
+    dtype ((q - z) then * s, rounded once in act dtype), matmul with fp32 accumulation, cast to act.
+    Planar operands are checked against b_q and qzeros (check_planar_operands)."""
     _, ops = _codecs()
     act = o.scales.dtype
     q = ops.triton_unpack_qweight(o.b_q.cpu()).long()  # [K, N]
     G = o.scales.shape[0]
     if o.zp_bias != 0 or o.qzeros is None:
         z = torch.full((G, o.N), o.zp_bias, dtype=torch.long)  # biased type: given zeros are ignored
+        check_planar_operands(o, q.int(), None)
     else:
         z = ops.unpack_zeros_gn(o.qzeros.cpu()).long()
+        check_planar_operands(o, q.int(), z)
     g = torch.arange(o.K) // o.group_size
     w = (q - z[g]).to(act) * o.scales.cpu()[g]
     if o.perm is not None:

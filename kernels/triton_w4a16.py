@@ -8,9 +8,12 @@ kernels/tiles/tiles_sm90.json) and the runtime M; BLOCK_K is clamped so one K ti
 straddles two groups. Paths, all selectable from the table: packed weight loads (each int32 word read
 once, contiguous along N); a dot-free GEMV-style path for tiny M (exact fp32 dequant, tighter than the
 declared act-dtype dequant); swap_ab (the dequantized tile as the wgmma register operand); `magic`
-dequant (bit tricks instead of int -> float conversions, same values); and `dequant_mm` for large M,
+dequant (bit tricks instead of int -> float conversions, same values); `dequant_mm` for large M,
 which dequantizes the whole weight into a transient [K, N] act-dtype buffer (2*K*N bytes per call)
-and hands it to torch.mm (cuBLAS/hipBLAS) with fp32 reduction forced.
+and hands it to torch.mm (cuBLAS/hipBLAS) with fp32 reduction forced; and the planar decode path
+(PLANAR_TABLE rows, M <= 64 on sm90 and in the interpreter), which reads the same weight in the planar
+layout (b_planar) on tensor cores: q - z exact in the act dtype, products summed in fp32 per group, then
+one fp32 multiply by the scale (tighter than the declared act-dtype dequant, like the GEMV path).
 """
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ import triton.language as tl
 from conformance.core.registry import Kernel, register_kernel
 from conformance.core.runtime import cdiv, interpreting, next_power_of_2
 from conformance.core.targets import Target
+from references.codecs.operands import PLANAR_BLOCK
 from references.errors import InvalidInput, require
 
 from ._w4a16_common import (
@@ -207,6 +211,192 @@ def _splitk_reduce_kernel(
              acc.to(c_ptr.dtype.element_ty), mask=mask)
 
 
+# --- the planar decode path (M <= 64 on sm90): weights in the planar layout, tensor cores, fp32 per group -----
+#
+# b_planar (references/codecs/operands.py, planar_pack_qweight) read as int16 [Kb, N, R], R = PLANAR_BLOCK / 4:
+# element (b, n, i) holds q[b*128 + j*R + i, n] at bits 4j. Plane j of a loaded [BLOCK_N, R] tile is one shift
+# and mask away, in the tile's own register layout, so Triton keeps the whole dequant in the wgmma A-operand
+# layout (the int16 tile goes global -> shared by cp.async -> registers by ldmatrix, no fp16 round trip through
+# shared memory). y^T = W^T x^T per plane: W^T [BLOCK_N, R] (q - z, exact in the act dtype) is the register
+# operand, x^T [R, BLOCK_M] the shared one; the fp32 product of one group is scaled once and added in fp32.
+# On an NVIDIA GPU each plane is converted by inline PTX (lop3 + one fma per pair of values); everywhere else
+# (the interpreter, ROCm) by the same shift/mask/magic-number steps written as Triton ops, bit for bit the same.
+
+def _plane_asm_f16(j: int, zb: int) -> str:
+    """PTX for plane j of two int16 words -> two fp16 values q - zb. Even planes: (w & 0x000F000F) | 0x6400 is
+    1024 + q, minus (1024 + zb). Odd planes: (w & 0x00F000F0) | 0x6400 is 1024 + 16q; times 1/16, minus (64 + zb).
+    Planes 2, 3 shift the word right by 8 first (the high half's bits fall into the masked-out byte)."""
+    even = j % 2 == 0
+    mask = "0x000F000F" if even else "0x00F000F0"
+    mul = "0x3C003C00" if even else "0x2C002C00"  # 1.0 or 1/16 in both halves
+    bias = (0xE400 | zb) if even else (0xD400 | (zb << 4))  # -(1024 + zb) or -(64 + zb) in fp16
+    src = "mov.b32 t, $1;" if j < 2 else "shr.b32 t, $1, 8;"
+    return ("{ .reg .b32 t, m, b; " + src + f" lop3.b32 t, t, {mask}, 0x64006400, 0xea; "
+            f"mov.b32 m, {mul}; mov.b32 b, {hex((bias << 16) | bias)}; fma.rn.f16x2 $0, t, m, b; }}")
+
+
+def _plane_asm_bf16(j: int, zb: int) -> str:
+    """PTX for plane j -> two bf16 values q - zb: bf16 has 7 mantissa bits, so the nibble is shifted to bits 0-3,
+    (w & 0x000F000F) | 0x4300 is 128 + q, and fma(v, 1, -(128 + zb)) removes the magic number."""
+    bias = 0xC300 | zb  # -(128 + zb) in bf16
+    src = "mov.b32 t, $1;" if j == 0 else f"shr.b32 t, $1, {4 * j};"
+    return ("{ .reg .b32 t, m, b; " + src + " lop3.b32 t, t, 0x000F000F, 0x43004300, 0xea; "
+            f"mov.b32 m, 0x3F803F80; mov.b32 b, {hex((bias << 16) | bias)}; fma.rn.bf16x2 $0, t, m, b; }}")
+
+
+# one tl.constexpr global per (dtype, zero-point bias, plane): a jit function can name globals, not build strings
+_ASM_F16_0_0 = tl.constexpr(_plane_asm_f16(0, 0))
+_ASM_F16_0_1 = tl.constexpr(_plane_asm_f16(1, 0))
+_ASM_F16_0_2 = tl.constexpr(_plane_asm_f16(2, 0))
+_ASM_F16_0_3 = tl.constexpr(_plane_asm_f16(3, 0))
+_ASM_F16_8_0 = tl.constexpr(_plane_asm_f16(0, 8))
+_ASM_F16_8_1 = tl.constexpr(_plane_asm_f16(1, 8))
+_ASM_F16_8_2 = tl.constexpr(_plane_asm_f16(2, 8))
+_ASM_F16_8_3 = tl.constexpr(_plane_asm_f16(3, 8))
+_ASM_BF16_0_0 = tl.constexpr(_plane_asm_bf16(0, 0))
+_ASM_BF16_0_1 = tl.constexpr(_plane_asm_bf16(1, 0))
+_ASM_BF16_0_2 = tl.constexpr(_plane_asm_bf16(2, 0))
+_ASM_BF16_0_3 = tl.constexpr(_plane_asm_bf16(3, 0))
+_ASM_BF16_8_0 = tl.constexpr(_plane_asm_bf16(0, 8))
+_ASM_BF16_8_1 = tl.constexpr(_plane_asm_bf16(1, 8))
+_ASM_BF16_8_2 = tl.constexpr(_plane_asm_bf16(2, 8))
+_ASM_BF16_8_3 = tl.constexpr(_plane_asm_bf16(3, 8))
+
+
+@triton.jit
+def _asm_pairs(h, ASM: tl.constexpr, BF16: tl.constexpr):
+    """One pure elementwise asm over pairs of int16 (pack=2: one 32-bit register in, one out): Triton may
+    hoist it into the dot-operand layout like any elementwise op."""
+    if BF16:
+        return tl.inline_asm_elementwise(ASM, "=r,r", [h], dtype=tl.bfloat16, is_pure=True, pack=2)
+    else:
+        return tl.inline_asm_elementwise(ASM, "=r,r", [h], dtype=tl.float16, is_pure=True, pack=2)
+
+
+@triton.jit
+def _planar_plane(h, J: tl.constexpr, ZB: tl.constexpr, BF16: tl.constexpr, USE_ASM: tl.constexpr):
+    """Plane J of the int16 tile h as act-dtype values q - ZB (exact: small integers)."""
+    if USE_ASM:
+        if BF16:
+            if ZB == 8:
+                if J == 0:
+                    return _asm_pairs(h, _ASM_BF16_8_0, True)
+                elif J == 1:
+                    return _asm_pairs(h, _ASM_BF16_8_1, True)
+                elif J == 2:
+                    return _asm_pairs(h, _ASM_BF16_8_2, True)
+                else:
+                    return _asm_pairs(h, _ASM_BF16_8_3, True)
+            else:
+                if J == 0:
+                    return _asm_pairs(h, _ASM_BF16_0_0, True)
+                elif J == 1:
+                    return _asm_pairs(h, _ASM_BF16_0_1, True)
+                elif J == 2:
+                    return _asm_pairs(h, _ASM_BF16_0_2, True)
+                else:
+                    return _asm_pairs(h, _ASM_BF16_0_3, True)
+        else:
+            if ZB == 8:
+                if J == 0:
+                    return _asm_pairs(h, _ASM_F16_8_0, False)
+                elif J == 1:
+                    return _asm_pairs(h, _ASM_F16_8_1, False)
+                elif J == 2:
+                    return _asm_pairs(h, _ASM_F16_8_2, False)
+                else:
+                    return _asm_pairs(h, _ASM_F16_8_3, False)
+            else:
+                if J == 0:
+                    return _asm_pairs(h, _ASM_F16_0_0, False)
+                elif J == 1:
+                    return _asm_pairs(h, _ASM_F16_0_1, False)
+                elif J == 2:
+                    return _asm_pairs(h, _ASM_F16_0_2, False)
+                else:
+                    return _asm_pairs(h, _ASM_F16_0_3, False)
+    else:
+        # the same magic numbers as Triton ops (the interpreter cannot run PTX): OR-ing the nibble into the
+        # mantissa of 1024.0 (fp16) or 128.0 (bf16) gives the value magic + q exactly
+        if BF16:
+            q = ((h >> (4 * J)) & 0xF) | 0x4300
+            return q.to(tl.bfloat16, bitcast=True) - (128.0 + ZB)
+        else:
+            q = ((h >> (4 * J)) & 0xF) | 0x6400
+            return q.to(tl.float16, bitcast=True) - (1024.0 + ZB)
+
+
+@triton.jit
+def _w4a16_planar_kernel(
+    x_ptr, b_ptr, s_ptr, z_ptr, c_ptr,
+    M, N, K, G, group_size, KBT, kb_per_split,
+    stride_xm, stride_xk, stride_bb, stride_bn, stride_sg, stride_sn, stride_zg, stride_zn,
+    stride_cs, stride_cm, stride_cn,
+    ZB: tl.constexpr, HAS_ZP: tl.constexpr, PG: tl.constexpr, R: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, EVEN_N: tl.constexpr, USE_ASM: tl.constexpr,
+):
+    """c[pid_k] (or the output, with one split) = x[M tile] @ W for the K blocks [kb_lo, kb_hi) of split pid_k.
+
+    b: int16 [KBT, N, R] (the planar layout), block = 4R rows of K. PG = planes per group (4 when a group spans
+    whole blocks or G == 1, else group_size / R): the fp32 product of each group is multiplied by its scale row
+    once. Columns n >= N, rows k >= K (the zero-padded last block) and groups g >= G read as zero."""
+    BLOCK_K: tl.constexpr = 4 * R
+    BF16: tl.constexpr = s_ptr.dtype.element_ty == tl.bfloat16
+    pid_n = tl.program_id(0)
+    pid_k = tl.program_id(1)
+    pid_m = tl.program_id(2)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_r = tl.arange(0, R)
+    mask_n = offs_n < N
+    mask_m = offs_m < M
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    kb_lo = pid_k * kb_per_split
+    kb_hi = tl.minimum(kb_lo + kb_per_split, KBT)
+    if PG == 4:  # one scale row per block: fetched a block ahead (only the weight tiles are pipelined by Triton)
+        g_next = (kb_lo * BLOCK_K) // group_size
+        s_next = tl.load(s_ptr + g_next * stride_sg + offs_n * stride_sn, mask=mask_n & ((offs_n * 0 + g_next) < G),
+                         other=0.0)
+    for kb in range(kb_lo, kb_hi):
+        if PG == 4:
+            s_blk = s_next
+            g_next = (tl.minimum(kb + 1, kb_hi - 1) * BLOCK_K) // group_size
+            s_next = tl.load(s_ptr + g_next * stride_sg + offs_n * stride_sn,
+                             mask=mask_n & ((offs_n * 0 + g_next) < G), other=0.0)
+        h_ptrs = b_ptr + kb * stride_bb + offs_n[:, None] * stride_bn + offs_r[None, :]
+        if EVEN_N:
+            h = tl.load(h_ptrs)
+        else:
+            h = tl.load(h_ptrs, mask=mask_n[:, None], other=0)
+        for j in tl.static_range(4):
+            k0 = kb * BLOCK_K + j * R
+            g = (kb * BLOCK_K + (j - j % PG) * R) // group_size  # the group of this plane's first plane
+            mask_g = mask_n & ((offs_n * 0 + g) < G)  # a group past the last one (the padded block) reads 0
+            if j % PG == 0:
+                accg = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+                if HAS_ZP:
+                    # z broadcast over the tile's R columns by the pointers, so the subtraction stays elementwise
+                    z = tl.load(z_ptr + g * stride_zg + offs_n[:, None] * stride_zn + 0 * offs_r[None, :],
+                                mask=mask_g[:, None], other=0.0)
+            xs = tl.load(x_ptr + offs_m[None, :] * stride_xm + (k0 + offs_r)[:, None] * stride_xk,
+                         mask=mask_m[None, :] & ((k0 + offs_r) < K)[:, None], other=0.0)  # x^T [R, BLOCK_M]
+            w = _planar_plane(h, j, ZB, BF16, USE_ASM)  # W^T [BLOCK_N, R]
+            if HAS_ZP:
+                w = w - z
+            accg = tl.dot(w, xs, accg)
+            if j % PG == PG - 1:
+                if PG == 4:
+                    s = s_blk
+                else:
+                    s = tl.load(s_ptr + g * stride_sg + offs_n * stride_sn, mask=mask_g, other=0.0)
+                acc += accg * s.to(tl.float32)[:, None]
+    c_ptrs = c_ptr + pid_k * stride_cs + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, tl.trans(acc).to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+AUTO_SPLIT_WAVES = 2  # split_k=0: programs >= this many per SM (decode is memory bound: keep loads in flight)
+
+
 @dataclass(frozen=True)
 class TileConfig:
     """Launch parameters; `split_k` > 1 runs the K loop in that many programs plus a reduction, 0 picks
@@ -215,7 +405,10 @@ class TileConfig:
     `swap_ab` computes y^T = W^T x^T (the dequantized weight as the dot's first operand); `magic`
     dequantizes with bit tricks instead of int -> float conversions (same values); `dequant_mm` is the
     prefill path: one pass dequantizes the whole weight into the act dtype, then torch.mm (cuBLAS on a
-    GPU) multiplies with fp32 accumulation (block_m, split_k, use_dot, swap_ab unused)."""
+    GPU) multiplies with fp32 accumulation (block_m, split_k, use_dot, swap_ab unused). `planar` is the decode
+    path on the planar operand (b_planar): block_k is the layout's block (PLANAR_BLOCK), block_m >= 16, any
+    split_k (the K blocks are shared out as evenly as possible); packed_load, use_dot, swap_ab, magic unused.
+    `waves`: with split_k=0, split K until there are at least this many programs per SM."""
 
     block_m: int
     block_n: int
@@ -228,6 +421,8 @@ class TileConfig:
     swap_ab: bool = False
     magic: bool = False
     dequant_mm: bool = False
+    planar: bool = False
+    waves: int = AUTO_SPLIT_WAVES
 
 
 # (largest M served, tiles). The interpreter costs ~per (program x k-iteration), nearly independent
@@ -260,9 +455,20 @@ TILE_TABLE = {
         (None, TileConfig(1, 128, 64, num_warps=4, num_stages=1, packed_load=True, magic=True, dequant_mm=True)),
     ],
 }
+# Rows for calls that pass the planar operand (b_planar), tried before TILE_TABLE's; M above the last row, or a
+# kind with no entry here ("gpu": any GPU without a measured table), takes TILE_TABLE. The interpreter sends
+# M <= 64 through the planar path with sm90's block_m steps (16, 32, 64) so CI runs each (the PTX conversion
+# replaced by the same steps as Triton ops); split_k=2 at M <= 16 so the split reduction runs too. A measured
+# table adds its own under its arch key (kernels/tiles/tiles_sm90.json, "planar").
+PLANAR_TABLE = {
+    "interpreter": [
+        (16, TileConfig(16, 256, PLANAR_BLOCK, split_k=2, planar=True)),
+        (32, TileConfig(32, 256, PLANAR_BLOCK, planar=True)),
+        (64, TileConfig(64, 256, PLANAR_BLOCK, planar=True)),
+    ],
+}
 TILES_ENV = "CONFORMANCE_W4A16_TILES"  # path of a tile-table JSON that overrides the recorded one
 TILES_DIR = Path(__file__).resolve().parent / "tiles"  # tiles_<arch>.json, package data beside this kernel
-AUTO_SPLIT_WAVES = 2  # split_k=0: programs >= this many per SM (decode is memory bound: keep loads in flight)
 MAX_AUTO_SPLIT = 16
 _TILE_FIELDS = {f.name for f in fields(TileConfig)}
 _tried_arch: set[str] = set()
@@ -287,42 +493,65 @@ def _k_tile_fits(block_k: int, group_size: int, K: int) -> bool:
     return K // group_size == 1 or group_size % block_k == 0
 
 
+def _row_config(row, where: str) -> tuple:
+    """(max_m, TileConfig) of one table row, every field checked (a failure names the row and the field)."""
+    require(isinstance(row, dict), where, row, "an object")
+    unknown = sorted(set(row) - _TILE_FIELDS - {"max_m"})
+    require(not unknown, f"{where} keys", unknown, f"only max_m and {sorted(_TILE_FIELDS)}")
+    max_m = row.get("max_m")
+    require(max_m is None or (isinstance(max_m, int) and max_m > 0), f"{where}.max_m", max_m,
+            "a positive int or null (the catch-all row)")
+    cfg = TileConfig(**{k: v for k, v in row.items() if k != "max_m"})
+    for name in ("block_m", "block_n", "block_k"):
+        v = getattr(cfg, name)
+        require(isinstance(v, int) and v >= 1 and v & (v - 1) == 0, f"{where}.{name}", v, "a power of two")
+    require(cfg.block_n >= 16 and cfg.block_k >= 16, f"{where} block_n/block_k", (cfg.block_n, cfg.block_k), ">= 16")
+    require(not cfg.use_dot or cfg.dequant_mm or cfg.block_m >= 16, f"{where}.block_m", cfg.block_m,
+            ">= 16 when use_dot (tl.dot needs 16 rows; dequant_mm has no M tile)")
+    require(not cfg.planar or (cfg.block_m >= 16 and cfg.block_k == PLANAR_BLOCK and not cfg.dequant_mm),
+            f"{where} planar row (block_m, block_k, dequant_mm)", (cfg.block_m, cfg.block_k, cfg.dequant_mm),
+            f"block_m >= 16, block_k == {PLANAR_BLOCK}, dequant_mm false")
+    require(isinstance(cfg.split_k, int) and cfg.split_k >= 0, f"{where}.split_k", cfg.split_k,
+            "an int >= 0 (0 = auto)")
+    require(cfg.num_warps in (1, 2, 4, 8, 16), f"{where}.num_warps", cfg.num_warps, "1, 2, 4, 8 or 16")
+    require(isinstance(cfg.waves, int) and cfg.waves >= 1, f"{where}.waves", cfg.waves,
+            "an int >= 1 (programs per SM that split_k=0 aims for)")
+    require(isinstance(cfg.num_stages, int) and cfg.num_stages >= 1, f"{where}.num_stages", cfg.num_stages,
+            "an int >= 1")
+    return max_m, cfg
+
+
 def tile_rows_from_json(doc: dict, source: str = "tile table") -> list:
     """[(max_m or None, TileConfig)] from {"table": [{"max_m": 16, "block_m": 16, ...}, ..., {"max_m": null}]};
-    rows sorted by max_m, exactly one catch-all (max_m null), every field checked."""
+    rows sorted by max_m, exactly one catch-all (max_m null), no planar row (those go in "planar"), every
+    field checked."""
     rows = doc.get("table") if isinstance(doc, dict) else None
     require(isinstance(rows, list) and rows, f"{source}: table", type(rows).__name__, "a non-empty list of rows")
-    out = []
-    for i, row in enumerate(rows):
-        require(isinstance(row, dict), f"{source}: table[{i}]", row, "an object")
-        unknown = sorted(set(row) - _TILE_FIELDS - {"max_m"})
-        require(not unknown, f"{source}: table[{i}] keys", unknown, f"only max_m and {sorted(_TILE_FIELDS)}")
-        max_m = row.get("max_m")
-        require(max_m is None or (isinstance(max_m, int) and max_m > 0), f"{source}: table[{i}].max_m", max_m,
-                "a positive int or null (the catch-all row)")
-        cfg = TileConfig(**{k: v for k, v in row.items() if k != "max_m"})
-        for name in ("block_m", "block_n", "block_k"):
-            v = getattr(cfg, name)
-            require(isinstance(v, int) and v >= 1 and v & (v - 1) == 0, f"{source}: table[{i}].{name}", v,
-                    "a power of two")
-        require(cfg.block_n >= 16 and cfg.block_k >= 16, f"{source}: table[{i}] block_n/block_k",
-                (cfg.block_n, cfg.block_k), ">= 16")
-        require(not cfg.use_dot or cfg.dequant_mm or cfg.block_m >= 16, f"{source}: table[{i}].block_m",
-                cfg.block_m, ">= 16 when use_dot (tl.dot needs 16 rows; dequant_mm has no M tile)")
-        require(isinstance(cfg.split_k, int) and cfg.split_k >= 0, f"{source}: table[{i}].split_k", cfg.split_k,
-                "an int >= 0 (0 = auto)")
-        require(cfg.num_warps in (1, 2, 4, 8, 16), f"{source}: table[{i}].num_warps", cfg.num_warps, "1, 2, 4, 8 or 16")
-        require(isinstance(cfg.num_stages, int) and cfg.num_stages >= 1, f"{source}: table[{i}].num_stages",
-                cfg.num_stages, "an int >= 1")
-        out.append((max_m, cfg))
+    out = [_row_config(row, f"{source}: table[{i}]") for i, row in enumerate(rows)]
+    for i, (_, cfg) in enumerate(out):
+        require(not cfg.planar, f"{source}: table[{i}].planar", True,
+                "false (planar rows read another operand: they go in the 'planar' list)")
     catch_all = [r for r in out if r[0] is None]
     require(len(catch_all) == 1, f"{source}: catch-all rows", len(catch_all), "exactly one row with max_m null")
     return sorted(out, key=lambda r: (r[0] is None, r[0] or 0))
 
 
+def planar_rows_from_json(doc: dict, source: str = "tile table") -> list:
+    """[(max_m, TileConfig)] from the optional {"planar": [{"max_m": 16, "planar": true, ...}, ...]}: the rows for
+    calls that pass the planar operand, sorted by max_m; an M above the last one takes the main table. [] when
+    the document has none."""
+    rows = doc.get("planar", []) if isinstance(doc, dict) else None
+    require(isinstance(rows, list), f"{source}: planar", type(rows).__name__, "a list of rows (or absent)")
+    out = [_row_config(row, f"{source}: planar[{i}]") for i, row in enumerate(rows)]
+    for i, (max_m, cfg) in enumerate(out):
+        require(max_m is not None and cfg.planar, f"{source}: planar[{i}] (max_m, planar)", (max_m, cfg.planar),
+                "a positive max_m and planar true (M above the last row takes the main table)")
+    return sorted(out, key=lambda r: r[0])
+
+
 def load_tile_table(arch: str, path: str | os.PathLike | None = None) -> bool:
-    """Install the measured table for `arch` (e.g. "sm90") into TILE_TABLE from `path`, else from
-    $CONFORMANCE_W4A16_TILES, else kernels/tiles/tiles_<arch>.json. False when there is none.
+    """Install the measured tables for `arch` (e.g. "sm90") into TILE_TABLE and PLANAR_TABLE from `path`, else
+    from $CONFORMANCE_W4A16_TILES, else kernels/tiles/tiles_<arch>.json. False when there is none.
     A file for another arch is refused (its tiles were measured elsewhere)."""
     p = Path(path) if path else Path(os.environ[TILES_ENV]) if os.environ.get(TILES_ENV) else \
         TILES_DIR / f"tiles_{arch}.json"
@@ -330,7 +559,9 @@ def load_tile_table(arch: str, path: str | os.PathLike | None = None) -> bool:
         return False
     doc = json.loads(p.read_text(encoding="utf-8"))
     require(doc.get("arch") == arch, f"{p}: arch", doc.get("arch"), f"{arch!r} (the device this process runs on)")
-    TILE_TABLE[arch] = tile_rows_from_json(doc, str(p))
+    rows, planar = tile_rows_from_json(doc, str(p)), planar_rows_from_json(doc, str(p))
+    TILE_TABLE[arch] = rows
+    PLANAR_TABLE[arch] = planar
     return True
 
 
@@ -368,17 +599,23 @@ def _sm_count(device: torch.device) -> int:
     return _sm_counts[key]
 
 
-def table_tiles(M: int, device_kind: str) -> TileConfig:
-    """The table entry for runtime M on 'interpreter', 'gpu' or an arch key with a measured table."""
+def table_tiles(M: int, device_kind: str, planar: bool = False) -> TileConfig:
+    """The table entry for runtime M on 'interpreter', 'gpu' or an arch key with a measured table. With
+    `planar` (the call passes the planar operand) the kind's planar rows come first; M above them, or a kind
+    without any, takes the main table."""
+    if planar:
+        for max_m, cfg in PLANAR_TABLE.get(device_kind, ()):
+            if M <= max_m:
+                return cfg
     for max_m, cfg in TILE_TABLE[device_kind]:
         if max_m is None or M <= max_m:
             return cfg
     raise AssertionError("tile table has no catch-all row")
 
 
-def _auto_split(k_tiles: int, programs_mn: int, sm_count: int) -> int:
-    """Smallest divisor d of k_tiles with programs_mn * d >= AUTO_SPLIT_WAVES * sm_count (capped)."""
-    want = max(1, AUTO_SPLIT_WAVES * max(sm_count, 1))
+def _auto_split(k_tiles: int, programs_mn: int, sm_count: int, waves: int = AUTO_SPLIT_WAVES) -> int:
+    """Smallest divisor d of k_tiles with programs_mn * d >= waves * sm_count (capped)."""
+    want = max(1, waves * max(sm_count, 1))
     divisors = [d for d in range(1, min(MAX_AUTO_SPLIT, k_tiles) + 1) if k_tiles % d == 0]
     for d in divisors:
         if programs_mn * d >= want:
@@ -390,7 +627,9 @@ def _auto_split(k_tiles: int, programs_mn: int, sm_count: int) -> int:
 def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int, sm_count: int = 0) -> TileConfig:
     """Shrink a table entry to the problem: BLOCK_K clamped to divide the group (the vllm#39705 fix),
     blocks no larger than needed, split-K the largest divisor of the K tile count within the entry
-    (split_k=0: the smallest divisor that gives AUTO_SPLIT_WAVES programs per SM of `sm_count`)."""
+    (split_k=0: the smallest divisor that gives cfg.waves programs per SM of `sm_count`); planar tiles: _fit_planar."""
+    if cfg.planar:  # the layout fixes the K block; groups are handled per plane (planes_per_group)
+        return _fit_planar(cfg, M, N, K, sm_count)
     bk = cfg.block_k
     if K // group_size > 1:
         bk = min(bk, _pow2_floor(group_size))
@@ -407,10 +646,36 @@ def fit_tiles(cfg: TileConfig, M: int, N: int, K: int, group_size: int, sm_count
     if cfg.dequant_mm:  # one dequant pass then a library GEMM: no M tiles, no K splits
         return replace(cfg, block_m=1, block_n=bn, block_k=bk, split_k=1)
     if cfg.split_k == 0:
-        sk = _auto_split(k_tiles, cdiv(M, bm) * cdiv(N, bn), sm_count)
+        sk = _auto_split(k_tiles, cdiv(M, bm) * cdiv(N, bn), sm_count, cfg.waves)
     else:
         sk = max(d for d in range(1, min(cfg.split_k, k_tiles) + 1) if k_tiles % d == 0)
     return replace(cfg, block_m=bm, block_n=bn, block_k=bk, split_k=sk)
+
+
+def _fit_planar(cfg: TileConfig, M: int, N: int, K: int, sm_count: int) -> TileConfig:
+    """The planar path's tiles: block_k is the layout's block; split_k = 0 gives enough programs for cfg.waves
+    per SM (no divisor rule: any split works); a split count is then evened out (ceil(blocks / per-split)
+    programs, none empty)."""
+    bm = min(cfg.block_m, max(16, next_power_of_2(M)))
+    bn = min(cfg.block_n, max(16, next_power_of_2(N)))
+    k_blocks = cdiv(K, PLANAR_BLOCK)
+    if cfg.split_k == 0:
+        want = cdiv(cfg.waves * max(sm_count, 1), cdiv(M, bm) * cdiv(N, bn))
+    else:
+        want = cfg.split_k
+    per = cdiv(k_blocks, max(1, min(want, k_blocks)))
+    return replace(cfg, block_m=bm, block_n=bn, block_k=PLANAR_BLOCK, split_k=cdiv(k_blocks, per))
+
+
+def planes_per_group(K: int, group_size: int) -> int:
+    """Planes (PLANAR_BLOCK / 4 rows of K each) that share one scale row: 4 when a group spans whole blocks or
+    there is one group, else group_size / (PLANAR_BLOCK / 4)."""
+    R = PLANAR_BLOCK // 4
+    if K // group_size == 1 or group_size % PLANAR_BLOCK == 0:
+        return 4
+    require(group_size % R == 0, "group_size", group_size,
+            f"a multiple of {R} (one plane of the planar layout) when K has several groups")
+    return group_size // R
 
 
 def _check_operands(x, b_q, scales, qzeros, group_size, zp_bias):
@@ -433,16 +698,25 @@ def _check_operands(x, b_q, scales, qzeros, group_size, zp_bias):
 
 
 def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None,
-                      group_size: int, zp_bias: int, tiles: TileConfig | None = None) -> torch.Tensor:
+                      group_size: int, zp_bias: int, tiles: TileConfig | None = None,
+                      b_planar: torch.Tensor | None = None, zeros_act: torch.Tensor | None = None) -> torch.Tensor:
     """Run the GEMM on a 2-D x. `tiles` overrides the table entry (still fitted and clamped);
-    with zp_bias != 0 the zeros are ignored (a biased type's zero point is its bias)."""
+    with zp_bias != 0 the zeros are ignored (a biased type's zero point is its bias). A planar tile (the
+    decode path) reads `b_planar` (the same weight in the planar layout) and, for explicit zero points,
+    `zeros_act` ([G, N] in the act dtype) instead of b_q and qzeros."""
     K, N = _check_operands(x, b_q, scales, qzeros, group_size, zp_bias)
     M = x.shape[0]
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)
     if M == 0:
         return out
     kind = "interpreter" if (x.device.type == "cpu" or interpreting()) else gpu_tile_kind(x.device)
-    cfg = fit_tiles(tiles or table_tiles(M, kind), M, N, K, group_size, _sm_count(x.device))
+    cfg = fit_tiles(tiles or table_tiles(M, kind, b_planar is not None), M, N, K, group_size, _sm_count(x.device))
+    if cfg.planar:
+        _LAST_LAUNCH.clear()
+        _LAST_LAUNCH.update(cfg=cfg, M=M, N=N, K=K, device_kind=kind, even_k=K % PLANAR_BLOCK == 0,
+                            even_n=N % cfg.block_n == 0)
+        return _launch_planar(x, b_planar, scales, zeros_act, group_size, zp_bias,
+                              zp_bias == 0 and qzeros is not None, cfg, out)
     # the kernel reads one scale row per K tile; a straddling tile silently mixes groups
     assert _k_tile_fits(cfg.block_k, group_size, K), f"BLOCK_K={cfg.block_k} straddles group_size={group_size}"
     k_tiles = cdiv(K, cfg.block_k)
@@ -487,14 +761,69 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     if splits > 1:
-        # the reduction is a pure stream over the workspace: its own tile, ~2048 elements a program
-        rbm = min(16, next_power_of_2(M))
-        rbn = min(next_power_of_2(N), max(64, 2048 // rbm))
-        _splitk_reduce_kernel[(cdiv(M, rbm), cdiv(N, rbn))](
-            c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1),
-            SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
-        )
+        _reduce_splits(c, out, M, N, splits)
     return out
+
+
+def planar_uses_asm(device: torch.device) -> bool:
+    """Whether the planar path converts nibbles with inline PTX here (an NVIDIA GPU), else with Triton ops."""
+    return PLANAR_ASM and device.type == "cuda" and not interpreting() and not getattr(torch.version, "hip", None)
+
+
+PLANAR_ASM = True  # False: the Triton-op conversion on NVIDIA GPUs too (the probe checks both agree bit for bit)
+
+
+def _check_planar(b_planar, zeros_act, scales, K: int, N: int, has_zp: bool) -> None:
+    want = (cdiv(K, PLANAR_BLOCK), N, PLANAR_BLOCK // 8)
+    require(b_planar is not None, "b_planar", None,
+            "the planar weight (references.codecs.operands.planar_pack_qweight) when the tile is planar")
+    require(b_planar.dtype == torch.int32 and tuple(b_planar.shape) == want and b_planar.is_contiguous(),
+            "b_planar", (b_planar.dtype, tuple(b_planar.shape)), f"a contiguous int32 tensor {want}")
+    if has_zp:
+        require(zeros_act is not None and zeros_act.dtype == scales.dtype and zeros_act.shape == scales.shape,
+                "zeros_act", None if zeros_act is None else (zeros_act.dtype, tuple(zeros_act.shape)),
+                f"the zero points as a {scales.dtype} tensor {tuple(scales.shape)} (explicit zeros, planar tile)")
+
+
+def _launch_planar(x, b_planar, scales, zeros_act, group_size: int, zp_bias: int, has_zp: bool,
+                   cfg: TileConfig, out: torch.Tensor) -> torch.Tensor:
+    M, K = x.shape
+    N = out.shape[1]
+    _check_planar(b_planar, zeros_act, scales, K, N, has_zp)
+    h = b_planar.view(torch.int16)  # [Kb, N, R]: the kernel shifts 16-bit values (4 planes each)
+    k_blocks = h.shape[0]
+    splits = cfg.split_k
+    per = cdiv(k_blocks, splits)
+    assert cdiv(k_blocks, per) == splits, f"split_k={splits} leaves an empty split of {k_blocks} K blocks"
+    z = zeros_act if has_zp else scales  # placeholder pointer, never read when HAS_ZP is False
+    if splits == 1:
+        c, scs = out, 0
+    else:
+        c = torch.empty((splits, M, N), dtype=torch.float32, device=x.device)
+        scs = c.stride(0)
+    grid = (cdiv(N, cfg.block_n), splits, cdiv(M, cfg.block_m))
+    _w4a16_planar_kernel[grid](
+        x, h, scales, z, c,
+        M, N, K, scales.shape[0], group_size, k_blocks, per,
+        x.stride(0), x.stride(1), h.stride(0), h.stride(1), scales.stride(0), scales.stride(1),
+        z.stride(0), z.stride(1), scs, c.stride(-2), c.stride(-1),
+        ZB=zp_bias, HAS_ZP=has_zp, PG=planes_per_group(K, group_size), R=PLANAR_BLOCK // 4,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, EVEN_N=N % cfg.block_n == 0, USE_ASM=planar_uses_asm(x.device),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    if splits > 1:
+        _reduce_splits(c, out, M, N, splits)
+    return out
+
+
+def _reduce_splits(c: torch.Tensor, out: torch.Tensor, M: int, N: int, splits: int) -> None:
+    # the reduction is a pure stream over the workspace: its own tile, ~2048 elements a program
+    rbm = min(16, next_power_of_2(M))
+    rbn = min(next_power_of_2(N), max(64, 2048 // rbm))
+    _splitk_reduce_kernel[(cdiv(M, rbm), cdiv(N, rbn))](
+        c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1),
+        SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
+    )
 
 
 @contextlib.contextmanager
@@ -523,14 +852,17 @@ def gemm_any_rank(x: torch.Tensor, fn) -> torch.Tensor:
 
 @torch.library.custom_op("conformance::triton_w4a16_gemm", mutates_args=())
 def triton_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, qzeros: torch.Tensor | None,
-                      group_size: int, zp_bias: int) -> torch.Tensor:
-    """y = x @ dequant(b_q, scales, qzeros or zp_bias); x [..., K] fp16/bf16, y [..., N] contiguous."""
-    return gemm_any_rank(x, lambda x2: launch_w4a16_gemm(x2.contiguous(), b_q, scales, qzeros,
-                                                         group_size, zp_bias))
+                      group_size: int, zp_bias: int, b_planar: torch.Tensor | None = None,
+                      zeros_act: torch.Tensor | None = None) -> torch.Tensor:
+    """y = x @ dequant(b_q, scales, qzeros or zp_bias); x [..., K] fp16/bf16, y [..., N] contiguous. b_planar
+    and zeros_act (the same weight and zero points for the planar decode path) are read where the tile table
+    picks that path."""
+    return gemm_any_rank(x, lambda x2: launch_w4a16_gemm(x2.contiguous(), b_q, scales, qzeros, group_size,
+                                                         zp_bias, b_planar=b_planar, zeros_act=zeros_act))
 
 
 @triton_w4a16_gemm.register_fake
-def _(x, b_q, scales, qzeros, group_size, zp_bias):
+def _(x, b_q, scales, qzeros, group_size, zp_bias, b_planar=None, zeros_act=None):
     return x.new_empty((*x.shape[:-1], b_q.shape[1] * 8))
 
 
@@ -583,8 +915,13 @@ class TritonW4A16(TritonW4A16Base):
                     "group -1/32/64/128/256 or K; N%8==0; K%group==0; no act-order")
     op = torch.ops.conformance.triton_w4a16_gemm.default
 
+    def load(self, checkpoint, config=None) -> TritonW4A16Operands:
+        """b_q for every path, plus the planar operands the decode path reads (where the device's tile table has
+        planar rows: the interpreter and sm90)."""
+        return load_triton_operands(checkpoint, allow_act_order=False, planar=True)
+
     def apply(self, o: TritonW4A16Operands, x: torch.Tensor) -> torch.Tensor:
         if o.perm is not None:
             raise InvalidInput("operands.perm", "set", "None (act-order operands belong to triton_w4a16_actorder)")
         o = to_device(o, x.device)
-        return self.op(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias)
+        return self.op(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias, o.b_planar, o.zeros_act)

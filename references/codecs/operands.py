@@ -12,6 +12,8 @@ from ..packing import INTERLEAVED, SEQUENTIAL, pack, unpack
 from ._checks import int_tensor, multiple, ndim
 from ._packed import pack_matrix, unpack_matrix
 
+PLANAR_BLOCK = 128  # K rows per block of the planar layout (the Triton W4A16 decode path's K tile)
+
 
 def _q(q, field: str = "q") -> torch.Tensor:
     return int_tensor(ndim(q, field, 2, "[K, N]"), field)
@@ -107,3 +109,54 @@ def hybrid_unpack_qweight(qweight: torch.Tensor) -> torch.Tensor:
                 "an int8 [N, K/2] view with K/2 a multiple of 4")
         qweight = qweight.contiguous().view(torch.int32)
     return unpack_matrix(qweight, "qweight", "[N, K/8]", 1, INTERLEAVED, transpose=True)
+
+
+# --- Triton W4A16 planar (decode path): [Kb, N, block/8] words, 4 K-planes per 16-bit half ------------
+#
+# K is cut into blocks of `block` rows (the last one zero-padded) and each block into 4 planes of R = block/4
+# consecutive rows. Seen as int16 [Kb, N, R] (host byte order, little-endian, as the kernel reads it), element
+# (b, n, i) holds q[b*block + j*R + i, n] at bits 4j, j = 0..3: one shift and mask of a loaded tensor yields
+# plane j as a [BN, R] tile in the loaded tile's own register layout (no reshape), so the kernel dequantizes it
+# in the tensor-core operand layout. As int32 words (pairs of int16), word (b, n, w) holds elements 2w (low
+# half) and 2w+1 (high half): slot s < 4 is row b*block + s*R + 2w, slot s >= 4 is row b*block + (s-4)*R + 2w+1.
+
+def _planar_block(block) -> int:
+    require(isinstance(block, int) and block >= 64 and block % 64 == 0, "block", block,
+            "a positive multiple of 64 (each of the 4 planes spans a multiple of 16 rows)")
+    return block
+
+
+def _planar_rows(Kp: int, block: int) -> torch.Tensor:
+    """Logical row held by each packing position p = (b, w, s) flattened: slot s of word w of block b."""
+    R = block // 4
+    p = torch.arange(Kp)
+    b, r = p // block, p % block
+    w, s = r // 8, r % 8
+    return b * block + (s % 4) * R + 2 * w + s // 4
+
+
+def planar_pack_qweight(q: torch.Tensor, block: int = PLANAR_BLOCK) -> torch.Tensor:
+    """q int32 [K, N] -> int32 [ceil(K/block), N, block/8], the planar layout above (rows >= K zero)."""
+    q = _q(q)
+    block = _planar_block(block)
+    K, N = q.shape
+    require(K > 0 and N > 0, "q.shape", tuple(q.shape), "non-empty [K, N]")
+    Kb = -(-K // block)
+    qp = torch.zeros((Kb * block, N), dtype=torch.int32)
+    qp[:K] = q
+    words = pack(qp[_planar_rows(Kb * block, block)], dim=0, bits=4, order=SEQUENTIAL)  # [Kb*block/8, N]
+    return words.reshape(Kb, block // 8, N).transpose(1, 2).contiguous()
+
+
+def planar_unpack_qweight(qweight: torch.Tensor, K: int) -> torch.Tensor:
+    """Inverse of planar_pack_qweight: int32 [Kb, N, block/8] -> q int32 [K, N]; padding rows must be 0."""
+    int_tensor(ndim(qweight, "qweight", 3, "[Kb, N, block/8]"), "qweight")
+    Kb, N, W = qweight.shape
+    block = _planar_block(8 * W)
+    require(isinstance(K, int) and K > 0 and Kb == -(-K // block), "K", K,
+            f"an int with ceil(K / {block}) == {Kb} (the blocks of qweight)")
+    rows = unpack(qweight.transpose(1, 2).reshape(Kb * W, N), dim=0, bits=4, order=SEQUENTIAL)
+    q = torch.empty_like(rows)
+    q[_planar_rows(Kb * block, block)] = rows
+    require(not bool(q[K:].any()), "qweight", "nonzero padding rows", f"zeros in rows >= K={K}")
+    return q[:K].contiguous()
