@@ -1,15 +1,16 @@
-"""Measure the suite's power against the broken kernels of tests/unit/broken_kernels.py (CPU, ~5 minutes).
+"""Measure the CI plan's power against the broken kernels of tests/unit/broken_registry.py, over several run seeds.
 
-1. hunt: for every broken kernel and tier, how many ci-profile (derandomized) draws of the suite's strategy
-   it takes until the first failing verdict, with the cap of the CI test (tests/conformance/
-   test_proof_of_power.py, BUDGET) and with a larger cap (--max-examples); hypothesis's draws depend on the
-   cap, so both are recorded;
-2. suite: the W4A16 suite test itself (conformance/suite/test_w4a16_suite.py::test_w4a16_conformance, same
-   function, so the same derandomized draws as CI: 6 examples per tier under the ci profile) called in-process
-   on each broken kernel, without the shrink phase: caught or not, and at which example.
+For every numeric broken kernel and run seed: the 1-based position of the first failing row of its CI plan (both
+tiers side by side, in plan order: tests/unit/mutant_hunt.py), the killing case id, and any `error` (which does not
+count as a kill); per kernel the kill rate over the seeds (it must be 100%). Every contract mutant is run through the
+contract check that must fail it. The JSON records the commit, whether the tree was clean, the kernel digest and the
+environment; the table of docs/proof-of-power.md is generated from it, never written by hand:
 
-    PYTHONPATH=. python benchmarks/proof_of_power.py [--max-examples 200] [--out PATH]
-Writes benchmarks/results/proof_of_power.json.
+    PYTHONPATH=. python benchmarks/proof_of_power.py [--seeds 0 1 2 3 4 5 6 7] [--out PATH]   # measure (CPU)
+    PYTHONPATH=. python benchmarks/proof_of_power.py --write-docs     # regenerate the docs table from the JSON
+    PYTHONPATH=. python benchmarks/proof_of_power.py --check-docs     # exit 1 when the docs table differs
+
+The first seed is the CI test's (tests/conformance/test_proof_of_power.py, SEED).
 """
 from __future__ import annotations
 
@@ -17,82 +18,84 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PLUGIN = "tests.unit.broken_kernels"
-BUDGET = 25  # the CI test's cap (tests/conformance/test_proof_of_power.py)
+RESULT = ROOT / "benchmarks" / "results" / "proof_of_power.json"
+DOCS = ROOT / "docs" / "proof-of-power.md"
+SEEDS = (0, 1, 2, 3, 4, 5, 6, 7)  # SEEDS[0] is the CI test's run seed
+BEGIN = ("<!-- proof-of-power table: generated from benchmarks/results/proof_of_power.json by "
+         "`PYTHONPATH=. python benchmarks/proof_of_power.py --write-docs`; do not edit -->")
+END = "<!-- end of the generated proof-of-power table -->"
 
 
-def run_hunts(caps: tuple[int, ...]) -> list[dict]:
-    from conformance.core import registry
+def _provenance() -> dict:
+    from conformance.core.tree import import_tree_package
 
-    registry.load_all()
-    registry.load_plugin(PLUGIN)
-    import tests.unit.broken_kernels as bk
+    import_tree_package("conformance_bench")
+    from conformance_bench import provenance
+
+    return dict(provenance.code_identity(), kernel_digest=provenance.kernel_digest())
+
+
+def measure_numeric(reg: dict, seeds, log=print) -> list[dict]:
+    """One row per numeric broken kernel: its hunt at every seed."""
     from tests.unit.mutant_hunt import hunt
 
     rows = []
-    for name in bk.BROKEN:
-        for tier in ("exact", "statistical"):
-            row = {"kernel": name, "tier": tier, "base": bk.BASE[name],
-                   "bug": " ".join((bk.BROKEN[name].__doc__ or "").split())}
-            for cap in caps:
-                h = hunt(name, tier, cap).to_dict()
-                row[f"cap{cap}"] = {k: h[k] for k in ("examples_until_caught", "examples_run", "case_id", "outcome",
-                                                       "detail", "seconds")}
-                print(f"{name:34s} {tier:12s} cap {cap:4d}: caught after {h['examples_until_caught']} "
-                      f"({h['seconds']:.1f} s) {h['case_id'] or ''}", flush=True)
-            rows.append(row)
+    for b in sorted(reg.values(), key=lambda b: (b.module, b.name)):
+        if not b.numeric:
+            continue
+        runs = []
+        for seed in seeds:
+            h = hunt(b.name, seed).to_dict()
+            runs.append({k: h[k] for k in ("seed", "position", "rows_run", "plan_rows", "case_id", "tier", "detail",
+                                           "error", "seconds")})
+            log(f"{b.name:40s} seed {seed}: row {h['position']} ({h['rows_run']} run, {h['seconds']:.1f} s)"
+                + (f" ERROR {h['error'][:200]}" if h["error"] else ""))
+        positions = [r["position"] for r in runs if r["position"] is not None]
+        rows.append({"kernel": b.name, "module": b.module, "base": b.base, "bug": b.bug, "kill": b.kill,
+                     "runs": runs, "kill_rate": len(positions) / len(runs),
+                     "median_position": statistics.median(positions) if positions else None,
+                     "max_position": max(positions) if positions else None})
     return rows
 
 
-def run_ci_suite_draws() -> dict:
-    """test_w4a16_conformance itself, per broken kernel and tier, ci profile, no shrinking."""
-    from hypothesis import Phase, settings
+def measure_contract(reg: dict, log=print) -> list[dict]:
+    """One row per contract mutant: does the check that must kill it report a failure (ContractFailure)?"""
+    from conformance.checks import contracts
+    from conformance.core import registry, results
+    from tests.unit.broken_registry import contract_check
 
-    from conformance.cases import profiles
-    from conformance.core import results
-    from conformance.core.targets import parse_target
-
-    sys.path.insert(0, str(ROOT / "tests" / "conformance"))
-    import tests.unit.broken_kernels as bk
-    from conformance.suite import test_w4a16_suite as suite
-
-    ci = profiles.load_profile("ci")
-    test = settings(parent=ci.settings(), phases=[Phase.explicit, Phase.generate])(suite.test_w4a16_conformance)
-    out = {}
-    for name in bk.BROKEN:
-        for tier in ("exact", "statistical"):
-            results.drain()
+    rows = []
+    record = results.record
+    results.record = lambda *a, **kw: {}  # deliberate failures stay out of any report
+    try:
+        for b in sorted(reg.values(), key=lambda b: (b.module, b.name)):
+            if b.numeric:
+                continue
+            t0 = time.perf_counter()
+            k = registry.get_kernel(b.name)
             try:
-                test(conformance_kernel=registry_kernel(name), conformance_tier=tier,
-                     conformance_target=parse_target("cpu"), conformance_profile=ci, conformance_case=None)
-            except AssertionError:
-                pass
-            recs = [r for r in results.drain() if r["kernel"] == name]
-            first = next((i + 1 for i, r in enumerate(recs) if r["outcome"] in ("fail", "error")), None)
-            out[f"{name}/{tier}"] = {"caught": first is not None, "caught_at_example": first,
-                                     "examples_run": len(recs) if first is None else first,
-                                     "case_id": recs[first - 1]["case_id"] if first else None}
-            print(f"ci suite draws {name:34s} {tier:12s} caught at {first} of {ci.max_examples}", flush=True)
-    return {"test": "conformance/suite/test_w4a16_suite.py::test_w4a16_conformance", "profile": "ci",
-            "max_examples": ci.max_examples, "results": out}
+                contracts.run_check(b.kill, k, contract_check(b.kill, k))
+                outcome, detail = "pass", "the check passed: the mutant survived"
+            except contracts.ContractFailure as e:
+                outcome, detail = "fail", str(e)
+            except Exception as e:  # noqa: BLE001 - an error is recorded as such, never as a kill
+                outcome, detail = "error", f"{type(e).__name__}: {e}"
+            rows.append({"kernel": b.name, "module": b.module, "base": b.base, "bug": b.bug, "kill": b.kill,
+                         "outcome": outcome, "detail": " ".join(detail.split())[:300],
+                         "seconds": round(time.perf_counter() - t0, 2)})
+            log(f"{b.name:40s} {b.kill}: {outcome}")
+    finally:
+        results.record = record
+    return rows
 
 
-def registry_kernel(name: str):
-    from conformance.core import registry
-
-    return registry.get_kernel(name)
-
-
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--max-examples", type=int, default=200)
-    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "proof_of_power.json"))
-    args = p.parse_args(argv)
+def measure(seeds) -> dict:
     from conformance.core import registry
 
     registry.load_all()  # sets TRITON_INTERPRET=1 on a CPU machine: triton must not be imported before
@@ -100,18 +103,102 @@ def main(argv=None) -> int:
     import torch
     import triton
 
+    from conformance.core.targets import detect_target
+    from tests.unit import broken_registry
+
     t0 = time.perf_counter()
-    doc = {"what": "examples until the first failure of each broken kernel (suite strategies, ci profile draws)",
-           "profile": "ci", "caps": [BUDGET, args.max_examples],
-           "environment": {"python": platform.python_version(), "torch": torch.__version__,
-                           "triton": triton.__version__, "hypothesis": hypothesis.__version__,
-                           "machine": f"{platform.machine()}, {os.cpu_count()} cpus, Triton interpreter"},
-           "hunts": run_hunts((BUDGET, args.max_examples))}
-    doc["ci_suite_draws"] = run_ci_suite_draws()
-    doc["seconds"] = round(time.perf_counter() - t0, 1)
+    reg = broken_registry.load()
+    try:
+        numeric = measure_numeric(reg, seeds)
+        contract = measure_contract(reg)
+    finally:
+        broken_registry.unload()
+    per_seed = {}
+    for i, seed in enumerate(seeds):
+        pos = [r["runs"][i]["position"] for r in numeric]
+        med = statistics.median(p if p is not None else float("inf") for p in pos)  # a survivor counts as last
+        per_seed[str(seed)] = {"median_position": None if med == float("inf") else med,
+                               "killed": sum(p is not None for p in pos), "kernels": len(pos)}
+    return {"what": "first failing CI-plan row of each numeric broken kernel per run seed (both tiers side by side, "
+                    "in plan order; only a fail kills), and the contract check of each contract mutant",
+            "command": "PYTHONPATH=. python benchmarks/proof_of_power.py --seeds " + " ".join(map(str, seeds)),
+            "provenance": _provenance(), "target": str(detect_target()), "seeds": list(seeds),
+            "environment": {"python": platform.python_version(), "torch": torch.__version__,
+                            "triton": triton.__version__, "hypothesis": hypothesis.__version__,
+                            "machine": f"{platform.machine()}, {os.cpu_count()} cpus",
+                            "triton_interpret": os.environ.get("TRITON_INTERPRET", "")},
+            "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "numeric": numeric, "contract": contract, "per_seed": per_seed,
+            "seconds": round(time.perf_counter() - t0, 1)}
+
+
+# ---- the docs table ------------------------------------------------------------------------------------------------
+
+def _kind(module: str) -> str:
+    return module.rsplit(".", 1)[-1].removeprefix("broken_")
+
+
+def render(doc: dict) -> str:
+    """The generated block of docs/proof-of-power.md (markers included), from the JSON alone."""
+    prov, seeds = doc["provenance"], doc["seeds"]
+    state = {True: "clean tree", False: "uncommitted changes", None: "tree state unknown"}[prov.get("clean")]
+    numeric, contract = doc["numeric"], doc["contract"]
+    medians = ", ".join(f"{s}: {v['median_position']}" for s, v in doc["per_seed"].items())
+    out = [BEGIN, "",
+           f"Measured {doc['time_utc']} at commit {str(prov.get('commit'))[:12]} ({state}), kernel digest "
+           f"{prov.get('kernel_digest')}, on {doc['target']} ({doc['environment']['machine']}; torch "
+           f"{doc['environment']['torch']}, triton {doc['environment']['triton']}), run seeds {seeds} "
+           f"({doc['seconds']} s). Numeric broken kernels: {len(numeric)}, killed at every seed: "
+           f"{sum(r['kill_rate'] == 1.0 for r in numeric)}. Median first failing row per seed: {medians}.", "",
+           "| broken kernel | kind | base | the one bug | kill rate | first failing row per seed | median | "
+           f"killing case (seed {seeds[0]}) |",
+           "|---|---|---|---|---:|---|---:|---|"]
+    for r in numeric:
+        rows = " ".join("x" if run["position"] is None else str(run["position"]) for run in r["runs"])
+        first = r["runs"][0]
+        case = f"`{first['case_id']}`" if first["case_id"] else f"not killed: {first['error'] or 'survived'}"
+        rate = f"{round(100 * r['kill_rate'])}%"
+        out.append(f"| `{r['kernel']}` | {_kind(r['module'])} | {r['base']} | {r['bug']} | {rate} | {rows} | "
+                   f"{r['median_position']} | {case} |")
+    out += ["", "| contract mutant | base | the one bug | the check that must fail it | outcome |",
+            "|---|---|---|---|---|"]
+    for r in contract:
+        out.append(f"| `{r['kernel']}` | {r['base']} | {r['bug']} | `{r['kill']}` | {r['outcome']} |")
+    return "\n".join(out + ["", END])
+
+
+def current_block(text: str) -> str:
+    """The docs block between the markers (markers included); ValueError when they are missing or out of order."""
+    i, j = text.find(BEGIN), text.find(END)
+    if i < 0 or j < i:
+        raise ValueError(f"{DOCS}: no generated block (lines {BEGIN!r} ... {END!r})")
+    return text[i:j + len(END)]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="run seeds (default: %(default)s)")
+    p.add_argument("--out", default=str(RESULT), help="the JSON to write or read (default: %(default)s)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--write-docs", action="store_true", help="regenerate the docs table from the JSON (no run)")
+    mode.add_argument("--check-docs", action="store_true", help="exit 1 when the docs table is not the JSON's")
+    args = p.parse_args(argv)
+    if args.write_docs or args.check_docs:
+        block = render(json.loads(Path(args.out).read_text()))
+        text = DOCS.read_text()
+        if args.check_docs:
+            same = current_block(text) == block
+            print("docs table is current" if same else f"{DOCS} differs from the table generated from {args.out}")
+            return 0 if same else 1
+        DOCS.write_text(text.replace(current_block(text), block, 1))
+        print(f"wrote the table of {DOCS}")
+        return 0
+    if any(s < 0 for s in args.seeds):
+        p.error(f"--seeds {args.seeds}: run seeds are non-negative ints")
+    sys.path.insert(0, str(ROOT))
+    doc = measure(tuple(args.seeds))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(doc, f, indent=1)
+    Path(args.out).write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out} ({doc['seconds']} s)")
     return 0
 

@@ -1,14 +1,20 @@
 """The conformance pytest plugin: options, kernel loading, parametrization, fixtures, summary and reports.
 
-Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile,
---conformance-case, --conformance-report, --conformance-plugin, --conformance-no-entry-points,
---conformance-timeout; --conformance-kernels and --conformance-case also deselect tests parametrized by another
-kernel (`kernel` / `kernel_name` parameters). Every option is validated at configuration, before any work: a bad
-value (an unknown kernel, an empty list, a bad target, profile, tier or case id, an unwritable report path, a plugin
-that fails to import) is pytest's usage error (exit 4) with one line naming the option, the value and what is
-allowed. Tests ask for the fixtures `conformance_kernel_name` (parametrized, sorted, over the kernels of the family
-named by the `conformance_family("...")` marker), `conformance_tier` (parametrized over --conformance-tiers),
-`conformance_target`, `conformance_profile` and `conformance_case` (the --conformance-case Case or None).
+Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile, --conformance-case,
+--conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed;
+--conformance-kernels and --conformance-case also deselect tests parametrized by another kernel (`kernel` /
+`kernel_name` parameters). Every option is validated at configuration, before any work: a bad value (an unknown kernel,
+an empty list, a bad target, profile, tier or case id, an unwritable report path, a plugin that fails to import) is
+pytest's usage error (exit 4) with one line naming the option, the value and what is allowed. Tests ask for the
+fixtures `conformance_kernel_name` (parametrized, sorted, over the kernels of the family named by the
+`conformance_family("...")` marker), `conformance_tier` (parametrized over --conformance-tiers), `conformance_target`,
+`conformance_profile` and `conformance_case` (the --conformance-case Case or None).
+
+Run seed (conformance.cases.seeds): resolved once by the controller (--conformance-seed, $CONFORMANCE_SEED, the commit
+for ci, random for nightly/exhaustive), handed to xdist workers, printed in the header and the summary and stored in
+the JSON report. The suite's hypothesis tests draw from it (ci: with the ci example database); `conformance_plan_row`
+is parametrized over the CI plan's rows (conformance.cases.plan, test ids `<kernel>-<tier>-<row>`), failed cases
+of an earlier run first; the controller writes this run's failed plan cases for the next one at session end.
 
 Time limit: every kernel call runs under conformance.checks.timeout (default per profile, PROFILE_LIMITS;
 --conformance-timeout S overrides, 0 = none). A hung call fails its own case: an `error` record with detail
@@ -67,6 +73,10 @@ def pytest_addoption(parser):
                 help="replay exactly this case id (other kernels/tiers are deselected)")
     g.addoption("--conformance-report", default=None, metavar="PATH",
                 help="write every check record (all xdist workers merged) to PATH as JSON")
+    g.addoption("--conformance-seed", default=None, metavar="N",
+                help="run seed (decimal or 0x-hex): the CI plan's boundary placements and data seeds, and the "
+                     "suite's hypothesis draws (default: $CONFORMANCE_SEED, else ci: the commit under test; "
+                     "nightly/exhaustive: random)")
     g.addoption("--conformance-timeout", default=None, metavar="S",
                 help="per-call time limit in seconds; a hung kernel fails that case (error: timeout after S s) "
                      "and the run goes on; 0 = none (default by profile: ci 60, nightly 300, exhaustive 900)")
@@ -82,6 +92,13 @@ class _State:
         self.last_write = 0.0
         self.ledger: list[dict] | None = None
         self.hang_dir: str | None = None
+        self.seed: int = 0  # the run seed (conformance.cases.seeds); the same on every xdist worker
+        self.seed_source: str = ""
+        self.plan_ran: dict = {}  # (kernel, tier, target) -> row indices whose tests reported (controller)
+        self.plan_failed: list[dict] = []  # failed plan / replayed cases: the replay file's new entries
+        self.plan_passed: set = set()  # case ids that passed: dropped from the replay file
+        self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
+        self.family_seconds: Counter = Counter()  # family -> seconds of the tests that judged them
 
     def produced(self) -> int:
         """Records made by every process: this one, each worker (its final or last reported count), crash records."""
@@ -119,6 +136,7 @@ def _check_options(config) -> None:
         known = sorted(k.name for k in registry.all_kernels())
         if not names or any(n not in known for n in names):
             raise _usage("--conformance-kernels", text, f"comma-separated names from {known}")
+    _seed_option(config)
     tiers = [t.strip() for t in opt("--conformance-tiers").split(",") if t.strip()]
     if not tiers or any(t not in TIERS for t in tiers):
         raise _usage("--conformance-tiers", opt("--conformance-tiers"), f"a comma-separated subset of {list(TIERS)}")
@@ -134,6 +152,62 @@ def _check_options(config) -> None:
             writable_file("--conformance-report", path)
         except InvalidInput as e:
             raise _usage("--conformance-report", path, e.allowed) from None
+
+
+def _seed_option(config):
+    """--conformance-seed (else $CONFORMANCE_SEED) as an int, None when neither is set; a bad value is a usage
+    error naming the option (or variable), the value and what is allowed."""
+    from conformance.cases import seeds
+    from references.errors import InvalidInput
+
+    text = config.getoption("--conformance-seed")
+    where = "--conformance-seed"
+    if text is None:
+        text, where = os.environ.get(seeds.ENV), seeds.ENV
+        if text is None or not text.strip():
+            return None
+    try:
+        return seeds.parse_seed(where, text)
+    except InvalidInput as e:
+        raise _usage(where, text, e.allowed) from None
+
+
+def _resolve_seed(config) -> tuple[int, str]:
+    """The run seed and its source: from the controller on an xdist worker (so every worker plans and draws
+    alike, a random nightly seed included), else resolved here (conformance.cases.seeds)."""
+    from conformance.cases import seeds
+
+    if _is_worker(config) and "conformance_seed" in config.workerinput:
+        return int(config.workerinput["conformance_seed"]), config.workerinput["conformance_seed_source"]
+    explicit = config.getoption("--conformance-seed")
+    seed, source = seeds.resolve_run_seed(explicit, config.getoption("--conformance-profile"), str(config.rootpath))
+    return seed, source
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller: hand the run seed to each worker (a random nightly seed must be the same everywhere)."""
+    st = getattr(node.config, "_conformance", None)
+    if st is not None:
+        node.workerinput["conformance_seed"] = st.seed
+        node.workerinput["conformance_seed_source"] = st.seed_source
+
+
+def _seeded(config) -> bool:
+    """Whether the suite's hypothesis draws take the run seed: always in the ci profile, elsewhere only when a
+    seed was given (nightly and exhaustive stay random by default)."""
+    st: _State = config._conformance
+    return config.getoption("--conformance-profile") == "ci" or st.seed_source in ("--conformance-seed",
+                                                                                   "CONFORMANCE_SEED")
+
+
+def pytest_report_header(config):
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return None
+    from conformance.cases.seeds import describe
+
+    return f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"
 
 
 def _timeout_limit(config) -> float:
@@ -175,6 +249,7 @@ def pytest_configure(config):
     _check_options(config)
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
+    st.seed, st.seed_source = _resolve_seed(config)
     timeout.configure(_timeout_limit(config), propagate=True)
     if _is_worker(config):
         timeout.on_hang(lambda info, seconds: _worker_hang(config, info, seconds), key="pytest")
@@ -281,12 +356,98 @@ def pytest_generate_tests(metafunc):
         if case is not None:
             tiers = [t for t in tiers if t == case.tier]
         metafunc.parametrize("conformance_tier", tiers, ids=tiers)
+    if "conformance_plan_row" in metafunc.fixturenames:
+        rows = plan_rows(config)
+        metafunc.parametrize("conformance_plan_row", rows, ids=[r.id for r in rows])
+
+
+class PlanItem:
+    """One plan test: a row of a kernel's CI plan, a failed case replayed from an earlier run, the
+    --conformance-case case, or (case None) a (kernel, tier) whose plan has no rows, skipped with `skip`."""
+
+    def __init__(self, test_id: str, kernel: str, tier: str, target, case=None, role: str = "class",
+                 index: int | None = None, skip: str | None = None):
+        self.id, self.kernel, self.tier, self.target = test_id, kernel, tier, target
+        self.case, self.role, self.index, self.skip = case, role, index, skip
+
+    def properties(self) -> dict:
+        """What the controller needs from the test's report: the plan's key, the row, the case id."""
+        return {"kernel": self.kernel, "tier": self.tier, "target": str(self.target), "role": self.role,
+                "index": self.index, "case_id": self.case.id if self.case is not None else None}
+
+
+def plan_rows(config) -> list[PlanItem]:
+    """The plan tests of this run, in order: per selected kernel (every family, sorted) and tier, the failed
+    cases an earlier run remembered (role "replayed"), then the plan's rows (ids `<kernel>-<tier>-<index>`), or
+    one skipped item `<kernel>-<tier>` naming why the plan is empty. The target of each is the one the suite
+    draws for (strategies.suite_target: a simulated target where a kernel runs its model). With
+    --conformance-case: that case only. A pure function of the options, the registry, the run seed and the replay
+    file, so every xdist worker collects the same items."""
+    from conformance.cases import plan, strategies
+    from conformance.cases.ids import parse_case_id
+    from conformance.cases.profiles import get_profile
+    from conformance.core import registry
+    from conformance.core.registry import FAMILIES
+
+    st: _State = config._conformance
+    profile = get_profile(config.getoption("--conformance-profile"))
+    replay = _replay_case(config)
+    target = _target(config)
+    out = []
+    for fam in FAMILIES:
+        for name in kernel_names(config, fam):
+            k = registry.get_kernel(name)
+            for tier in _tiers(config):
+                if replay is not None:
+                    if (replay.kernel, replay.tier) == (name, tier):
+                        out.append(PlanItem(f"{name}-{tier}-case", name, tier, target, replay, "case"))
+                    continue
+                t = strategies.suite_target(k, target, tier, profile)
+                p = plan.build_plan(k, t, tier, seed=st.seed, profile=profile)
+                replayed = plan.replay_case_ids(name, tier, t)
+                for j, cid in enumerate(replayed):
+                    out.append(PlanItem(f"{name}-{tier}-replay{j}", name, tier, t, parse_case_id(cid), "replayed"))
+                if not p.rows:
+                    out.append(PlanItem(f"{name}-{tier}", name, tier, t, role="none", skip=p.refusal))
+                for r in p.rows:
+                    if r.case.id not in replayed:  # a remembered row of this very plan runs once, first
+                        out.append(PlanItem(f"{name}-{tier}-{r.index}", name, tier, t, r.case, r.role, r.index))
+    return out
 
 
 KERNEL_PARAMS = ("kernel", "kernel_name")  # parameter names that carry one registered kernel (object or name)
 
 
 def pytest_collection_modifyitems(config, items):
+    _seed_hypothesis(config, items)
+    _deselect_other_kernels(config, items)
+
+
+def _seed_hypothesis(config, items) -> None:
+    """The suite's hypothesis tests (those parametrized over conformance_kernel_name) draw from the run seed
+    (hypothesis.seed), the same on every xdist worker: the same seed draws the same cases, another commit others.
+    In the ci profile they also get the ci example database (profiles.seeded_settings: failures found by an
+    earlier run replay first). Tests with their own seed are left alone; nightly/exhaustive only with a given seed."""
+    if not _seeded(config):
+        return
+    from conformance.cases.profiles import get_profile, seed_test
+
+    st: _State = config._conformance
+    profile = get_profile(config.getoption("--conformance-profile"))
+    for item in items:
+        fn = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        if "conformance_kernel_name" not in getattr(item, "fixturenames", ()) or \
+                not getattr(fn, "is_hypothesis_test", False):
+            continue
+        if getattr(fn, "_conformance_seeded", None) == st.seed:  # one function, many parametrized items
+            continue
+        if fn._hypothesis_internal_use_seed is not None and getattr(fn, "_conformance_seeded", None) is None:
+            continue  # the test pins its own seed
+        seed_test(fn, profile, st.seed)
+        fn._conformance_seeded = st.seed
+
+
+def _deselect_other_kernels(config, items) -> None:
     """--conformance-kernels (and --conformance-case) also narrow tests parametrized over kernels outside
     the suite fixtures (contract checks: `kernel`; regressions: `kernel_name`): other kernels are deselected."""
     from conformance.core.registry import Kernel
@@ -362,6 +523,9 @@ def pytest_runtest_logreport(report):
     recs = getattr(report, _RECORDS_ATTR, None)
     if recs:
         st.records.extend(recs)
+    if _CONFIG_HOLDER and not _is_worker(_CONFIG_HOLDER[0]):
+        _note_plan(st, report)
+        _note_throughput(st, report, recs or [])
     node = getattr(report, "node", None)  # xdist controller: the worker this report came from
     count = getattr(report, _PRODUCED_KEY, None)
     if node is not None and isinstance(count, int):
@@ -373,6 +537,39 @@ def pytest_runtest_logreport(report):
 
 _STATE_HOLDER: list[_State] = []
 _CONFIG_HOLDER: list = []
+_PLAN_PROPERTY = "conformance_plan"  # user property of a plan test (xdist carries it to the controller)
+
+
+def _note_plan(st: _State, report) -> None:
+    """Controller: a plan test's outcome (its call, or a setup that did not pass): which rows of which plan ran,
+    and the case ids that passed or failed (the replay file's update at session end)."""
+    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return
+    for name, value in getattr(report, "user_properties", ()):
+        if name != _PLAN_PROPERTY or not isinstance(value, dict):
+            continue
+        if value.get("role") != "case":  # a --conformance-case replay says nothing about the plan's coverage
+            st.plan_ran.setdefault((value["kernel"], value["tier"], value["target"]), set()).add(value.get("index"))
+        cid = value.get("case_id")
+        if cid and report.failed:
+            st.plan_failed.append({k: value[k] for k in ("case_id", "kernel", "tier", "target")} | {"seed": st.seed})
+        elif cid and report.passed:
+            st.plan_passed.add(cid)
+
+
+def _note_throughput(st: _State, report, recs: list[dict]) -> None:
+    """Controller: cases judged (pass/fail/error records of a tier check) and the seconds of the test that judged
+    them, per family; a test's seconds are shared among its records' families."""
+    from conformance.cases.ids import TIERS
+
+    if report.when != "call":
+        return
+    judged = Counter(r.get("family") for r in recs
+                     if r.get("check") in TIERS and r.get("outcome") in ("pass", "fail", "error") and r.get("family"))
+    total = sum(judged.values())
+    for fam, n in judged.items():
+        st.family_cases[fam] += n
+        st.family_seconds[fam] += report.duration * n / total
 
 
 def _worker_id(node) -> str:
@@ -398,6 +595,10 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput[_PRODUCED_KEY] = st.attached  # the controller checks its merge against this count
         return
     st.records.extend(leftovers)
+    if st.plan_failed or st.plan_passed:  # the controller only: failed plan cases run first next time
+        from conformance.cases.plan import remember_failures
+
+        remember_failures(st.plan_passed, st.plan_failed)
     _write_if_asked(config, complete=True, force=True)
 
 
@@ -478,13 +679,49 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
     writes during the run."""
     from conformance.reports.files import atomic_write_text
 
+    st = getattr(config, "_conformance", None)
     doc = {"target": str(_target(config)), "profile": config.getoption("--conformance-profile"),
+           "seed": st.seed if st else None, "seed_source": st.seed_source if st else None,
            "selection": ledger(config), "records": records, "produced": produced, "complete": complete,
-           "crashed_workers": list(crashed)}
+           "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
+           "cases_per_second": throughput(config)}
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
 
 
 # ---- terminal summary -----------------------------------------------------------------------------------
+
+def plan_summary(config) -> list[dict]:
+    """Per (kernel, tier, target) whose plan tests ran: conformance.cases.plan.coverage_summary (accepted classes,
+    run, pair-covered, rows, per-class details) plus how many of its rows reported ("rows_ran")."""
+    from conformance.cases.plan import coverage_summary
+    from conformance.cases.profiles import get_profile
+    from conformance.core import registry
+
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return []
+    profile = get_profile(config.getoption("--conformance-profile"))
+    out = []
+    for (kernel, tier, target), indices in sorted(st.plan_ran.items()):
+        try:
+            k = registry.get_kernel(kernel)
+        except Exception:  # noqa: BLE001 - a kernel gone since collection: nothing to summarize
+            continue
+        s = coverage_summary(k, target, tier, seed=st.seed, profile=profile)
+        out.append(dict(s, rows_ran=len([i for i in indices if i is not None])))
+    return out
+
+
+def throughput(config) -> dict:
+    """Per family: cases judged, the seconds of the tests that judged them, and cases per second."""
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return {}
+    return {fam: {"cases": n, "seconds": round(st.family_seconds[fam], 2),
+                  "cases_per_second": round(n / st.family_seconds[fam], 2) if st.family_seconds[fam] else None}
+            for fam, n in sorted(st.family_cases.items())}
+
+
 
 def ledger(config) -> list[dict]:
     """Per representative config class (each family's `ledger_configs`): the kernel selected on the target and
@@ -574,8 +811,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if config.getoption("--conformance-kernels"):  # requested kernels that recorded nothing still say so
             _write_run_modes(tr, config, {})
         return
+    from conformance.cases.seeds import describe
+
     tr.write_sep("=", f"conformance summary (target {_target(config)}, profile "
-                      f"{config.getoption('--conformance-profile')})")
+                      f"{config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)})")
     # last verdict per (kernel, check, case): hypothesis's shrink replays do not inflate counts
     last = {}
     for r in recs:
@@ -592,6 +831,20 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         tr.write_line(f"{kern:<{w}}{check:<14}{','.join(sorted(modes[(kern, check)])) or '-':<22}"
                       f"{c['pass']:>6}{c['fail']:>6}{c['error']:>6}{c['skip']:>6}")
     _write_run_modes(tr, config, last)
+    from conformance.cases.plan import summary_line
+    from conformance.reports.report import throughput_lines
+
+    plans = plan_summary(config)
+    if plans:
+        tr.write_sep("-", "CI plan coverage per kernel and tier (classes accepted / run / pair-covered; "
+                          "details in --conformance-report)")
+        for s in plans:
+            tr.write_line(summary_line(s))
+    tp = throughput(config)
+    if tp:
+        tr.write_sep("-", "cases judged per second, per family")
+        for line in throughput_lines(tp):
+            tr.write_line(line)
     tr.write_sep("-", "selection ledger")
     for e in ledger(config):
         tr.write_line(f"{_class_label(e)}: selected {e['selected'] or 'NOTHING'}")

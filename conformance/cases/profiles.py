@@ -1,9 +1,12 @@
 """Run profiles (ci, nightly, exhaustive): hypothesis settings plus the shape ranges strategies draw from.
 
 Each profile is registered as the hypothesis settings profile `conformance-<name>`; the pytest plugin
-loads the one named by --conformance-profile (default ci). The ci profile is derandomized (the same
-examples every run, so `pytest -n auto` workers agree and CI never flakes) with deadline off (the
-Triton interpreter's first call compiles) and keeps shapes small enough for the interpreter.
+loads the one named by --conformance-profile (default ci). The ci profile is derandomized for any caller outside
+a suite run (the same examples every run), with deadline off (the Triton interpreter's first call compiles), and
+keeps shapes small enough for the interpreter. In a pytest run the suite's own hypothesis tests draw from the run
+seed instead (conformance.cases.seeds; `seeded_settings`: derandomize off, the seed fixes the draws, and the ci
+profile's example database `seeded_database` replays an earlier run's failures first). Its `max_examples` is small:
+the CI plan (conformance.cases.plan, `plan_budget_s`) covers the config classes; hypothesis explores beyond it.
 """
 from __future__ import annotations
 
@@ -31,6 +34,8 @@ class Profile:
     k_max: int
     tokens_max: int
     hidden_max: int
+    plan_budget_s: float = 12.0  # CI plan (conformance.cases.plan): CPU seconds of class rows per kernel and tier
+    seeded_database: str | None = None  # example database of seeded suite draws (None: `database`)
 
     @property
     def hypothesis_profile(self) -> str:
@@ -43,14 +48,33 @@ class Profile:
 PROFILES: dict[str, Profile] = {
     p.name: p for p in (
         # ci: interpreter cost is ~7 ms per (program x K tile): M<=40, N<=128, K<=512 keep a case < 0.5 s
-        Profile("ci", max_examples=6, derandomize=True, database=None,
-                m_max=40, n_max=128, k_max=512, tokens_max=33, hidden_max=1024),
+        Profile("ci", max_examples=3, derandomize=True, database=None,
+                m_max=40, n_max=128, k_max=512, tokens_max=33, hidden_max=1024, seeded_database="hypothesis-ci"),
         Profile("nightly", max_examples=100, derandomize=False, database="hypothesis",
-                m_max=160, n_max=512, k_max=2048, tokens_max=257, hidden_max=4096),
+                m_max=160, n_max=512, k_max=2048, tokens_max=257, hidden_max=4096, plan_budget_s=600.0),
         Profile("exhaustive", max_examples=1000, derandomize=False, database="hypothesis",
-                m_max=1024, n_max=4096, k_max=4096, tokens_max=1024, hidden_max=8192),
+                m_max=1024, n_max=4096, k_max=4096, tokens_max=1024, hidden_max=8192, plan_budget_s=6000.0),
     )
 }
+
+
+def seeded_settings(profile: Profile, parent: settings) -> settings:
+    """Settings of a suite test whose draws the run seed fixes (the pytest plugin sets the seed): `parent` with
+    derandomize off and the profile's example database (`seeded_database`, else `database`; under
+    core.tree.cache_dir), so a failure found by one run is replayed first by the next. With a seed and no stored
+    failure the draws are the same every run."""
+    name = profile.seeded_database or profile.database
+    db = None if name is None else DirectoryBasedExampleDatabase(str(cache_dir(name)))
+    return settings(parent=parent, derandomize=False, database=db)
+
+
+def seed_test(test, profile: Profile, seed: int):
+    """Make the @given function `test` draw from `seed` under seeded_settings(profile, its settings); returns it.
+    Not hypothesis.seed(): that decorator also drops the example database, and the database is the point (a
+    private attribute pair, as hypothesis's own pytest plugin sets them)."""
+    test._hypothesis_internal_use_seed = seed
+    test._hypothesis_internal_use_settings = seeded_settings(profile, test._hypothesis_internal_use_settings)
+    return test
 
 
 def get_profile(name: str) -> Profile:

@@ -10,6 +10,7 @@ here and has no model) or "error" (the kernel raised). Every verdict goes to con
 Hygiene: the kernel runs under torch.use_deterministic_algorithms(True, warn_only=True) with
 torch.utils.deterministic.fill_uninitialized_memory = True, so every torch.empty/new_empty the kernel
 allocates is NaN-filled (ints: max value) and an output element the kernel never writes shows up as NaN;
+those allocations also carry poisoned guard bands, and a write into one fails the case (execution.py);
 outputs are checked for NaN/inf the reference does not have; kernels declared deterministic run twice
 and must give identical bits.
 """
@@ -19,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 from conformance.cases.ids import Case
 from conformance.checks import timeout
-from conformance.checks.execution import Execution, nan_filled_allocations  # noqa: F401 - re-exported
+from conformance.checks.execution import Execution, OutOfBoundsWrite, nan_filled_allocations  # noqa: F401 - re-exported
 from conformance.core import registry, results
 from conformance.core.targets import Target, detect_target, parse_target
 from conformance.families import get_family
@@ -129,6 +130,8 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
             v.metrics, v.detail = cmp.metrics, cmp.detail + deterministic_note
             if mode == "model":
                 v.detail += f" (model run: {why})" if why else " (model run)"
+        except OutOfBoundsWrite as e:  # a write into a guard band is a wrong answer, not a crash
+            v.outcome, v.metrics, v.detail = "fail", {"out_of_bounds_write": True}, str(e)
         except timeout.CaseTimeout as e:  # a hung kernel: this case's error verdict, recorded below
             v.outcome, v.detail, e.verdict, timed_out = "error", str(e), v, e
         except Exception as e:  # noqa: BLE001 - a raising kernel is a verdict, reported with its case id

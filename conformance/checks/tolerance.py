@@ -6,6 +6,9 @@ fp32 2^-24): u_out of the output dtype, u_deq and u_acc of the kernel's declared
 Without R (tolerance(..., R=None)) the dequant term is u_deq*S. Error ratio = |y_kernel - y| / tol; a verdict
 fails when the max ratio exceeds 1 or the output has NaN/inf the reference does not.
 
+NaN and Inf are failures in both tiers (conformance.core.bits.nonfinite_problem: one rule for every family)
+unless the reference holds the identical value at that index; the detail names the count and the first index.
+
 Blocked accumulation (Kernel.numerics(config, M).accumulation = (inner, B, outer), B < K: blocks of B K-terms
 summed in `inner`, the P = ceil(K/B) partials rounded to `outer` and added in `outer` in any order): the
 accumulation term becomes c*sqrt(B)*u_inner*S + c*u_outer*sqrt(sum_j p_j^2 + sum_{j=2..P} T_j^2), T_j bounding
@@ -24,6 +27,8 @@ import math
 from dataclasses import dataclass
 
 import torch
+
+from conformance.core.bits import nonfinite_problem
 
 C_ACC = 8.0
 
@@ -120,19 +125,6 @@ def _index(flat: int, shape) -> list[int]:
     return [int(i) for i in torch.unravel_index(torch.tensor(flat), tuple(shape))]
 
 
-def nonfinite_problem(y: torch.Tensor, expected: torch.Tensor) -> str | None:
-    """A detail line when y has NaN/inf where `expected` (same dtype) does not agree, else None."""
-    y64, e64 = y.double(), expected.double()
-    bad = ~torch.isfinite(y64) & ~((y64 == e64) & torch.isinf(e64))
-    bad |= torch.isinf(e64) & (y64 != e64)
-    if not bool(bad.any()):
-        return None
-    flat = int(bad.flatten().nonzero()[0])
-    idx = _index(flat, y.shape)
-    return (f"{int(bad.sum())} non-finite or overflow mismatches; first at {idx}: "
-            f"got {float(y64.flatten()[flat])}, expected {float(e64.flatten()[flat])}")
-
-
 def l2_bound(x: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
     """R = sqrt(x^2 @ W^2) in fp64 [M, N]: the scale of sign-symmetric per-term errors."""
     x64, w64 = x.double(), W.double()
@@ -181,7 +173,8 @@ def compare_statistical(y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, m
 
 
 def compare_exact(y: torch.Tensor, expected: torch.Tensor) -> Comparison:
-    """Bit equality of y and `expected` (same dtype); the detail is assert_close(rtol=0, atol=0)'s message."""
+    """Bit equality of y and `expected` (same dtype); the detail is nonfinite_problem's line when y has NaN/Inf the
+    reference does not hold, else assert_close(rtol=0, atol=0)'s message."""
     if y.dtype != expected.dtype or y.shape != expected.shape:
         return Comparison(False, {"mismatches": -1},
                           f"dtype/shape mismatch: got {y.dtype}{tuple(y.shape)}, expected {expected.dtype}"
@@ -195,6 +188,9 @@ def compare_exact(y: torch.Tensor, expected: torch.Tensor) -> Comparison:
     metrics["worst_index"] = _index(flat, y.shape)
     diff = (y.double() - expected.double()).abs()
     metrics["max_abs_err"] = float(diff[torch.isfinite(diff)].max()) if bool(torch.isfinite(diff).any()) else math.inf
+    nonfinite = nonfinite_problem(y, expected)
+    if nonfinite is not None:  # the NaN/Inf rule's detail comes first: it names what no tier may let through
+        return Comparison(False, metrics, nonfinite)
     try:
         torch.testing.assert_close(y, expected, rtol=0, atol=0, equal_nan=False)
         msg = "bit patterns differ (e.g. -0.0 vs 0.0 or NaN payloads)"

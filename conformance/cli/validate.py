@@ -27,6 +27,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=None, metavar="S",
                         help="per-call time limit in seconds: a hung kernel fails that case and the run goes on "
                              "(default by profile: ci 60, nightly 300, exhaustive 900; 0 = none)")
+    parser.add_argument("--seed", default=None, metavar="N",
+                        help="run seed, decimal or 0x-hex (default: $CONFORMANCE_SEED, else for ci the commit under "
+                             "test): the CI plan's placements and data seeds, the hypothesis draws")
     parser.add_argument("-n", dest="workers", default="auto", metavar="N",
                         help="pytest-xdist workers: a number, 'auto' (default) or 0 for one process")
 
@@ -55,6 +58,9 @@ def run(args) -> int:
     except InvalidInput as e:
         raise InvalidInput("--profile", args.profile, e.allowed) from None
     workers = _workers(args.workers)
+    from conformance.cases.seeds import parse_seed
+
+    seed = None if args.seed is None else parse_seed("--seed", args.seed)
     if args.timeout is not None and not (0 <= args.timeout < float("inf")):
         raise InvalidInput("--timeout", args.timeout, "seconds, a finite number >= 0 (0: no limit)")
     files.writable_dir("--out", args.out)
@@ -63,7 +69,7 @@ def run(args) -> int:
     try:
         doc, code = validate(target, profile=args.profile, kernels=args.kernels, out_dir=args.out,
                              junitxml=args.junitxml, workers=workers, try_refused=args.try_refused,
-                             plugins=getattr(args, "plugin", []), timeout=args.timeout,
+                             plugins=getattr(args, "plugin", []), timeout=args.timeout, seed=seed,
                              progress=lambda msg: print(msg, file=sys.stderr, flush=True))
     except Interrupted as e:
         print(f"validate: {e}; the pytest run was stopped and the previous report in {args.out} left as it was",

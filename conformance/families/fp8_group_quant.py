@@ -5,7 +5,7 @@ import functools
 import math
 from dataclasses import asdict, dataclass
 
-from conformance.core.bits import as_bytes, bits_equal
+from conformance.core.bits import as_bytes, bits_equal, nonfinite_problem
 from conformance.core.dtypes import FP8_DTYPES, INPUT_DTYPES, LONG, SHORT, torch_dtype
 from conformance.families import limits
 from conformance.families.base import CaseField, Family, Grade
@@ -275,11 +275,12 @@ class Fp8GroupQuantFamily(Family):
             q_ref, s_ref = fp8_group_quant_reference(x, gs, config.fp8_dtype, config.ue8m0,
                                                      config.column_major_scales, zero_group_policy=policy,
                                                      fp8_scale=conv)
-        if not bool(torch.isfinite(s).all()):
-            return Grade(False, {"deterministic": same}, "scales contain NaN/inf")
+        # NaN/Inf fail in both tiers unless the reference holds the identical value (never: x is finite)
+        for what, got, ref in (("scales", s, s_ref), ("q", q, q_ref)):
+            nonfinite = nonfinite_problem(got, ref)
+            if nonfinite is not None:
+                return Grade(False, {"deterministic": same}, f"{what}: {nonfinite}")
         qf = q.to(torch.float64)
-        if not bool(torch.isfinite(qf).all()):
-            return Grade(False, {"deterministic": same}, "q contains NaN/inf (unclamped cast or unwritten output)")
         # groups where UE8M0 rounding may legitimately go down (fp32 log2 at a power of two): allow ref or ref/2
         ambiguous = torch.zeros_like(s_ref, dtype=torch.bool)
         if config.ue8m0:
@@ -356,6 +357,61 @@ class Fp8GroupQuantFamily(Family):
         kw = {k: v for k, v in (("fp8_dtype", args.fp8_dtype), ("hidden", args.hidden)) if v is not None}
         return Fp8QuantConfig(args.group_size, args.dtype, ue8m0=bool(args.ue8m0),
                               column_major_scales=bool(args.column_major_scales), **kw)
+
+    # ---- the CI plan (conformance/cases/plan.py): plan classes, shape menus, one plan case -----------------------
+    # every config axis is a plan axis: fp8 dtype x scale layout x UE8M0 x input dtype x group
+    plan_axes = ("fp8_dtype", "column_major_scales", "ue8m0", "dtype", "group_size")
+    # CPU seconds of one plan case by run mode (small shapes; measured, docs/ci-plan.md): the plan's cost model
+    plan_seconds = {"device": 0.01, "model": 0.01, "interpreter": 0.3}
+    # groups per row (hidden = group x G): odd counts, one group, and 9 (past 8 groups per program: a tail tile)
+    PLAN_GROUPS_PER_ROW = (3, 1, 5, 9, 2)
+
+    def plan_class(self, cls, tiles) -> tuple:
+        return (cls.fp8_dtype, cls.column_major_scales, cls.ue8m0, cls.dtype, cls.group_size)
+
+    def plan_label(self, pclass) -> str:
+        f8, cm, ue, dt, g = pclass
+        return f"{SHORT[f8]} {'colmajor' if cm else 'rowmajor'} {'ue8m0' if ue else 'f32scale'} {SHORT[dt]} g{g}"
+
+    def plan_menus(self, tiles) -> dict:
+        """Tokens up to 33 (more only add programs: the kernels' row tile is 1 up to 256 tokens) and the index of
+        the row's group count."""
+        return {"M": tuple(m for m in tiles.m_menu if m <= 33) or tiles.m_menu[:1],
+                "K": tuple(range(len(self.PLAN_GROUPS_PER_ROW)))}
+
+    def plan_weight(self, pclass) -> int:
+        """For ordering ties: UE8M0 scales and column-major scale storage are the conventions kernels get wrong."""
+        _f8, cm, ue, _dt, _g = pclass
+        return int(cm) + int(ue)
+
+    def plan_k_key(self, pclass) -> int:
+        """Rows of one group size take the group counts in turn."""
+        return pclass[4]
+
+    def plan_case(self, kernel, target, tier: str, members: list, picks: dict, tiles, large: str | None = None):
+        """Case fields (all but regime, tier, seed) of one plan row: tokens = picks["M"], hidden = group x a group
+        count rotated from picks["K"] (`large`: hidden 4096-8192 on 'device', 1024-2048 in the 'interpreter', odd
+        group counts); the first candidate the gate accepts, else None. Group quant is exact on any data, so the
+        exact tier has no K limit (picks["regime"] is not read)."""
+        cls = members[0]  # plan classes are config classes here
+        g = cls.group_size
+        if large:
+            hs = (8192 - g, 4096 + 3 * g) if large == "device" else (1024 + g, 2048 - g)
+        else:
+            hs = tuple(g * n for n in self.PLAN_GROUPS_PER_ROW)
+        start = picks["K"] % len(hs)
+        for hidden in hs[start:] + hs[:start]:
+            config = self.config(cls, hidden=hidden)
+            if kernel.can_implement(config, target) is None:
+                return {"tokens": picks["M"], "hidden": hidden, "group_size": g, "dtype": cls.dtype,
+                        "fp8_dtype": cls.fp8_dtype, "ue8m0": cls.ue8m0, "column_major_scales": cls.column_major_scales}
+        return None
+
+    def plan_large_menus(self, mode: str) -> dict:
+        return {"M": (1, 3)} if mode != "interpreter" else {"M": (1, 2)}
+
+    def plan_first_regime(self, fields: dict, tier: str) -> str | None:
+        return None
 
 
 def fp8_spacing(v, fp8_dtype: str):

@@ -10,7 +10,7 @@ from conformance.families import limits
 from conformance.families.base import PROBE_TARGETS, CaseField, Exclusion, Family, Grade
 from references.checkpoint import CHECKPOINT_FORMATS
 from references.errors import InvalidInput, require
-from references.generators import DATA_REGIMES
+from references.generators import DATA_REGIMES, EXACT_REGIMES, exact_tier_max_k
 from references.scalar_types import SCALAR_TYPES
 
 
@@ -57,7 +57,7 @@ class W4A16Family(Family):
 
     name = "w4a16"
     config_type = W4A16Config
-    regimes = DATA_REGIMES  # references.generators' weight and activation regimes; "exact" is the exact tier's
+    regimes = DATA_REGIMES  # references.generators' weight and activation regimes; EXACT_REGIMES are the exact tier's
     case_fields = (
         CaseField("M", "M", int, "rows of x (tokens), positive"),
         CaseField("N", "N", int, "output columns, a positive multiple of 8"),
@@ -79,9 +79,10 @@ class W4A16Family(Family):
 
     def validate_case(self, case) -> None:
         """W4A16 rules across fields: M, N, K positive, N % 8 == 0, group_size -1 or a positive divisor of K,
-        no act-order with AWQ, and the exact tier only on exact-regime data (every partial sum exact in fp32)."""
-        require(case.tier != "exact" or case.regime == "exact", "regime", case.regime,
-                "'exact' when family='w4a16' and tier='exact' (only exact-regime data is exactly representable)")
+        no act-order with AWQ, and the exact tier only on exact-tier data (every partial sum exact in fp32)."""
+        require(case.tier != "exact" or case.regime in EXACT_REGIMES, "regime", case.regime,
+                f"one of {list(EXACT_REGIMES)} when family='w4a16' and tier='exact' (only their data is exactly "
+                "representable)")
         for f in ("M", "N", "K"):
             require(getattr(case, f) > 0, f, getattr(case, f), "a positive int")
         require(case.N % 8 == 0, "N", case.N, "a positive multiple of 8")
@@ -112,6 +113,9 @@ class W4A16Family(Family):
                   lambda c: c.act_order and c.group_size == -1),
         Exclusion("w4a16 awq with act-order", "AWQ checkpoints carry no g_idx",
                   lambda c: c.act_order and c.format == "awq"),
+        Exclusion("w4a16 awq with 8-bit weight types", "AWQ packs 8 nibbles per int32 word: it defines 4-bit "
+                  "weights only (references.codecs.awq refuses uint8, uint8b128)",
+                  lambda c: c.format == "awq" and c.weight_type.startswith("uint8")),
     )
     probe_shapes = ({"N": 64, "K": 256}, {"N": 256, "K": 512}, {"N": 4096, "K": 4096})
     summary_all = ("format",)
@@ -166,9 +170,9 @@ class W4A16Family(Family):
     STRATEGY_VALUES = {"weight_type": ("uint4b8", "uint4"), "group_size": (128, -1, 32, 64, 256, "K")}
 
     def tier_regimes(self, tier: str) -> tuple:
-        """The exact tier draws exact-regime data only (every partial sum exact in fp32); the statistical tier
-        every realistic regime."""
-        return ("exact",) if tier == "exact" else self.regimes[1:]
+        """The exact tier draws EXACT_REGIMES data only (every partial sum exact in fp32; exact_wide's block
+        partials too wide for fp16); the statistical tier every realistic regime."""
+        return EXACT_REGIMES if tier == "exact" else tuple(r for r in self.regimes if r not in EXACT_REGIMES)
 
     def accepted_classes(self, kernel, target, tier: str, profile) -> list:
         return [c for c, _ in _w4a16_table(self, kernel.name, target, tier, profile.k_max, profile.n_max)]
@@ -189,7 +193,10 @@ class W4A16Family(Family):
         assume(ns)  # rare: the gate accepted K only for some N in the probe set
         N = draw(st.sampled_from(ns))
         config = self.config(cls, N, K)
-        return {"regime": draw(st.sampled_from(self.tier_regimes(tier))), "seed": draw(seeds()),
+        regimes = self.tier_regimes(tier)
+        if tier == "exact":  # the exact regimes whose fp32 bound holds at this K (exact_wide's reaches further)
+            regimes = tuple(r for r in regimes if K <= exact_tier_max_k(cls.weight_type, regime=r))
+        return {"regime": draw(st.sampled_from(regimes)), "seed": draw(seeds()),
                 "group_size": config.group_size, "dtype": cls.dtype, "M": draw(m_values(profile.m_max)), "N": N,
                 "K": K, "weight_type": cls.weight_type, "act_order": cls.act_order, "format": cls.format}
 
@@ -200,7 +207,8 @@ class W4A16Family(Family):
 
         return st.builds(
             lambda tier, reg, seed, gs_mult, gk, M, N, wt, ao, dt, fmt: dict(
-                regime="exact" if tier == "exact" else reg, tier=tier, seed=seed, group_size=-1 if gk == -1 else gk,
+                regime=(reg if reg in EXACT_REGIMES else "exact") if tier == "exact" else reg, tier=tier, seed=seed,
+                group_size=-1 if gk == -1 else gk,
                 dtype=dt, M=M, N=N, K=(gk if gk > 0 else 8) * gs_mult, weight_type=wt, act_order=ao and fmt != "awq",
                 format=fmt),
             st.sampled_from(("exact", "statistical")), st.sampled_from(self.regimes), seeds(), st.integers(1, 64),
@@ -266,7 +274,8 @@ class W4A16Family(Family):
         tol = ex.tolerance
         # the exact tier holds while every partial sum fits the declared accumulators at this M; past that (e.g.
         # fp16 partials at small M) the declared error model judges the case, and the detail says so
-        inexact = exact_limit_reason(num, case.weight_type, case.K, case.M) if case.tier == "exact" else None
+        inexact = (exact_limit_reason(num, case.weight_type, case.K, case.M, case.regime) if case.tier == "exact"
+                   else None)
         if case.tier == "exact" and inexact is None:
             roundings = None if num.dequant_roundings == 1 else num.dequant_roundings
             y_ref = reference_gemm(x, w, roundings, (num.dequant_dtype or act) if roundings else None)
@@ -337,22 +346,131 @@ class W4A16Family(Family):
             raise InvalidInput("dtype", args.dtype, f"one of {sorted(ACT_DTYPES)}")
         return W4A16Config(args.weight_type, args.group_size, bool(args.act_order), args.dtype, **kw)
 
+    # ---- the CI plan (conformance/cases/plan.py): plan classes, shape menus, one plan case -----------------------
+    # A plan class folds the config axis group_size into its group REGIME on the kernel's K tile (a group smaller
+    # than BLOCK_K is where the BLOCK_K clamp lives, vllm#39705); everything else is a config axis as is.
+    plan_axes = ("weight_type", "format", "act_order", "group", "dtype")
+    # CPU seconds of one plan case by run mode (small shapes; measured, docs/ci-plan.md): the plan's cost model
+    plan_seconds = {"device": 0.01, "model": 0.03, "interpreter": 0.22}
+    PLAN_N_GENERIC = (136, 24, 72, 8, 40, 64, 128)  # no tile table: N % 32 != 0 first, multiples of 32 last
+    PLAN_K_TILE_GENERIC = 64  # no tile table: the K tile a group must undercut to be "sub_tile"
 
-def exact_limit_reason(num, weight_type: str, K: int, M: int | None) -> str | None:
-    """Why exact-tier data is not summed exactly under the declared accumulation at this K and M (None: it is).
+    def plan_class(self, cls, tiles) -> tuple:
+        """The plan class of config class `cls` on `tiles` (plan.Tiles): its values along plan_axes."""
+        g = cls.group_size
+        if g == -1:
+            regime = "channelwise"
+        elif g == "K":
+            regime = "one_group"
+        else:
+            regime = "sub_tile" if g < (tiles.block_k or self.PLAN_K_TILE_GENERIC) else "several_groups"
+        return (cls.weight_type, cls.format, cls.act_order, regime, cls.dtype)
 
-    Exact-tier partial sums stay within exact_tier_max_k's bound in any order, so a sum over more than one block
-    is exact while K fits the outer dtype, one block while K fits the inner. Only accumulators narrower than fp32
-    change anything: kernels declaring fp32 are judged bit for bit as before."""
+    def plan_label(self, pclass) -> str:
+        wt, fmt, ao, regime, dt = pclass
+        return f"{wt} {fmt} {'ao' if ao else 'noao'} {regime} {SHORT[dt]}"
+
+    def plan_menus(self, tiles) -> dict:
+        """Boundary menus the plan rotates through, one value per row: M (tails around the tile table's BLOCK_M
+        and path thresholds), N (N tails: not a multiple of BLOCK_N, N % 32 != 0); K: the index of the row's K
+        variant (_plan_k_choices), rotated per group regime (plan_k_key)."""
+        bn = tiles.block_n
+        ns = (bn + 8, 136, 24, 72, 8, bn, 64) if bn else self.PLAN_N_GENERIC
+        return {"M": tiles.m_menu, "N": tuple(dict.fromkeys(n for n in ns if n % 8 == 0)), "K": tuple(range(4))}
+
+    def plan_weight(self, pclass) -> int:
+        """How much of the load step a class exercises, for ordering ties: zero points stored (uint4, uint8: the
+        zeros' layout and v1's borrow), several groups per column (scale and zero indexing), act-order (g_idx)."""
+        wt, _fmt, ao, regime, _dt = pclass
+        return (wt in ("uint4", "uint8")) + (regime in ("several_groups", "sub_tile")) + bool(ao)
+
+    def plan_k_key(self, pclass) -> str:
+        """Rows of one group regime take its K variants in turn (so each regime meets all of them)."""
+        return pclass[3]
+
+    def _plan_k_choices(self, cls, tiles, large: str | None) -> list[tuple[int, int]]:
+        """(group_size, K) candidates of config class `cls`, the preferred first. Tails: K not a multiple of the
+        K tile, K / group odd, the smallest K (8, 16: tl.dot needs K >= 16 on a GPU); `large`: 'device' K
+        4096-8192, 'interpreter' K 1024-1408 (a few rows per plan: cheap where the kernel runs as torch, about
+        half a CPU second in the interpreter)."""
+        bk = tiles.block_k or self.PLAN_K_TILE_GENERIC
+        g = cls.group_size
+        if large:
+            ks = (4224, 8064, 6152, 4096) if large == "device" else (1032, 1160, 1288)
+            if g in (-1, "K"):
+                return [(K if g == "K" else -1, K) for K in ks]
+            return [(g, K // g * g + (g if (K // g) % 2 == 0 else 0)) for K in ks]
+        if g == -1:
+            return [(-1, K) for K in (bk + 8, 16, 2 * bk + 8, 8)]
+        if g == "K":
+            return [(K, K) for K in (bk + 8, 16, 2 * bk + 8, 40, 32, 64, 128, 256)]
+        return [(g, g * n) for n in (3, 5, 2)]  # K / group odd first (a K tail for every group < K tile)
+
+    def plan_case(self, kernel, target, tier: str, members: list, picks: dict, tiles, large: str | None = None):
+        """Case fields (all but regime, tier, seed) of one plan row: the first (config class, K, N) the kernel's
+        gate accepts on `target`, starting from the row's picks, within the exact tier's K limits for the row's
+        data regime; None when no candidate is accepted. `members`: the config classes of the row's plan class;
+        `picks`: {"M", "N", "K", "regime"} (K: an index into the K candidates; regime: default the first of the
+        tier's) and `large` as in _plan_k_choices."""
+        from references.generators import exact_tier_max_k
+
+        M = picks["M"]
+        regime = picks.get("regime") or self.tier_regimes(tier)[0]
+        # two fallback N (multiples of 32) for gates that refuse the picked N: enough, and gate calls stay few
+        ns = [picks["N"]] + [n for n in (64, 128) if n != picks["N"]]
+        for cls in _rotate(members, picks["K"]):
+            for g, K in _rotate(self._plan_k_choices(cls, tiles, large), picks["K"]):
+                if tier == "exact":
+                    cap = min(exact_tier_max_k(cls.weight_type, regime=regime),
+                              kernel.numerics(None).exact_tier_max_k or K)
+                    if K > cap:
+                        continue
+                for N in ns:
+                    if N == 8 and g > 0 and K // g > 1:
+                        continue  # one zeros word per group row: [N/8, G] and [G, N/8] are one layout at N = 8
+                    try:
+                        config = W4A16Config(weight_type=cls.weight_type, group_size=g, act_order=cls.act_order,
+                                             dtype=cls.dtype, format=cls.format, N=N, K=K).check_layer()
+                    except InvalidInput:
+                        break
+                    if kernel.can_implement(config, target) is not None:
+                        continue
+                    if tier == "exact" and exact_limit_reason(kernel.numerics(config, M), cls.weight_type, K, M,
+                                                              regime):
+                        break  # this K is past the declared accumulators' exact range at this M
+                    return {"M": M, "N": N, "K": K, "group_size": g, "weight_type": cls.weight_type,
+                            "act_order": cls.act_order, "dtype": cls.dtype, "format": cls.format}
+        return None
+
+    def plan_large_menus(self, mode: str) -> dict:
+        """M and N of the large-K rows: small, so K 4096-8192 stays cheap (K 1024-1408 in the interpreter)."""
+        return {"M": (1, 3), "N": (24, 8, 64)} if mode != "interpreter" else {"M": (1, 2), "N": (16, 8)}
+
+    def plan_first_regime(self, fields: dict, tier: str) -> str | None:
+        """A regime the first row with these fields must get: bf16 statistical rows meet extreme_scales once
+        (bf16's range is what a dequant through fp16 loses)."""
+        if tier == "statistical" and fields["dtype"] == "bfloat16" and "extreme_scales" in self.tier_regimes(tier):
+            return "extreme_scales"
+        return None
+
+
+def exact_limit_reason(num, weight_type: str, K: int, M: int | None, regime: str = "exact") -> str | None:
+    """Why `regime`'s exact-tier data is not summed exactly under the declared accumulation at this K and M (None:
+    it is).
+
+    Exact-tier partial sums stay within exact_tier_max_k's bound for the regime in any order, so a sum over more
+    than one block is exact while K fits the outer dtype, one block while K fits the inner. Only accumulators
+    narrower than fp32 change anything: kernels declaring fp32 are judged bit for bit."""
     from references.generators import exact_tier_max_k
 
     inner, block, outer = num.accumulation
     dtype = outer if block is not None and K > block and outer is not None else inner
-    limit = exact_tier_max_k(weight_type, dtype)
-    if K <= limit or limit >= exact_tier_max_k(weight_type):
+    limit = exact_tier_max_k(weight_type, dtype, regime)
+    if K <= limit or limit >= exact_tier_max_k(weight_type, regime=regime):
         return None
     return (f"exact tier not bit-exact at M={M}, K={K}: declared accumulation {tuple(num.accumulation)} holds "
-            f"exact-tier sums only up to K={limit}")
+            f"{regime} sums only up to K={limit}")
+
 
 
 def _k_candidates(group_kind, k_max: int) -> list[int]:
@@ -374,13 +492,21 @@ def _w4a16_table(family, kernel_name: str, target, tier: str, k_max: int, n_max:
     n_probe = sorted({8, 64 if n_max >= 64 else 8, n_max // 8 * 8})
     for cls in family.config_classes(**family.STRATEGY_VALUES):
         cap = k_max
-        if tier == "exact":
-            cap = min(k_max, exact_tier_max_k(cls.weight_type), k.numerics(None).exact_tier_max_k or k_max)
+        if tier == "exact":  # the largest K some exact regime holds; draw_case keeps the regimes valid at K
+            wide = max(exact_tier_max_k(cls.weight_type, regime=r) for r in family.tier_regimes("exact"))
+            cap = min(k_max, wide, k.numerics(None).exact_tier_max_k or k_max)
         ks = tuple(K for K in _k_candidates(cls.group_size, cap)
                    if any(k.can_implement(family.config(cls, N, K), target) is None for N in n_probe))
         if ks:
             out.append((cls, ks))
     return tuple(out)
+
+
+def _rotate(seq, start: int) -> list:
+    """`seq` starting at index start % len(seq) (the CI plan's per-row rotation through a menu)."""
+    seq = list(seq)
+    i = start % len(seq) if seq else 0
+    return seq[i:] + seq[:i]
 
 
 FAMILY = W4A16Family()

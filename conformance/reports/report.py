@@ -85,6 +85,12 @@ def _mode_label(modes: list[str]) -> str:
     return ",".join("MODEL" if m == "model" else m for m in modes) or "-"
 
 
+def throughput_lines(tp: dict) -> list[str]:
+    """Per family: cases judged, the seconds of the tests that judged them, cases per second."""
+    return [f"{fam}: {v['cases']} cases in {v['seconds']} s"
+            + (f" ({v['cases_per_second']} cases/s)" if v["cases_per_second"] else "") for fam, v in tp.items()]
+
+
 def headline(doc: dict) -> str:
     s = doc["summary"]
     verdict = "PASS" if doc.get("exit_code") == 0 else "FAIL"
@@ -108,6 +114,15 @@ def terminal_summary(doc: dict) -> str:
                      f"{c['fail']:>5}{c['error']:>5}{c['skip']:>5}{c['cases']:>6}  {_fmt_ratio(c['max_ratio'])}")
     if any("model" in c["run_modes"] for c in s["cells"]):
         lines.append("MODEL = " + doc["run_mode_meaning"]["model"])
+    if env.get("seed") is not None:
+        lines += ["", f"run seed {env['seed']} ({env.get('seed_source')}): failing case ids replay without it"]
+    if doc.get("plan"):
+        from conformance.cases.plan import summary_line
+
+        lines += ["", "CI plan coverage (classes accepted / run / pair-covered; per class in report.json):"]
+        lines += ["  " + summary_line(p) for p in doc["plan"]]
+    if doc.get("cases_per_second"):
+        lines += ["", "cases judged per second:"] + ["  " + t for t in throughput_lines(doc["cases_per_second"])]
     if s["failures"] or s["test_failures"]:
         lines += ["", f"failures ({len(s['failures']) + len(s['test_failures'])}):"]
         for f in s["failures"]:

@@ -101,7 +101,8 @@ def environment(target: Target, profile: str) -> dict:
 # ---- running the suite -------------------------------------------------------------------------------
 
 def suite_command(target: Target, profile: str, kernels: str | None, report_json: Path, junit: Path,
-                  workers: int | str | None, plugins=(), paths=None, timeout: float | None = None) -> list[str]:
+                  workers: int | str | None, plugins=(), paths=None, timeout: float | None = None,
+                  seed: int | None = None) -> list[str]:
     """The pytest command line validate runs (printed in the report so a person can rerun it)."""
     cmd = [sys.executable, "-m", "pytest", *[str(p) for p in (paths or [SUITE_DIR])], "-q", "-p",
            "conformance.pytest_plugin", "-p", "no:cacheprovider", "-o", "junit_family=xunit2", "--rootdir", str(ROOT),
@@ -115,6 +116,8 @@ def suite_command(target: Target, profile: str, kernels: str | None, report_json
         cmd += ["-n", str(workers)]
     if timeout is not None:
         cmd += ["--conformance-timeout", f"{timeout:g}"]
+    if seed is not None:
+        cmd += ["--conformance-seed", str(seed)]
     return cmd
 
 
@@ -306,11 +309,13 @@ def _check_order(check: str) -> tuple:
 def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | None = None,
              out_dir: str | os.PathLike = "report", junitxml: str | None = None, workers=None,
              try_refused: bool = False, plugins=(), progress=None, paths=None,
-             timeout: float | None = None) -> tuple[dict, int]:
+             timeout: float | None = None, seed: int | None = None) -> tuple[dict, int]:
     """Run the suite for `target`, build the report document, write report.json and report.html.
 
     `paths` narrows the suite to some of its files (tests use it); `timeout`: the per-call limit in seconds
-    (--conformance-timeout; None: the profile's default).
+    (--conformance-timeout; None: the profile's default); `seed`: the run seed (--conformance-seed; None: the
+    suite resolves it: $CONFORMANCE_SEED, else the commit for ci, conformance.cases.seeds). The document carries
+    the seed the suite used, the CI plan's coverage per kernel and tier ("plan") and cases per second per family.
     Output paths are checked before anything runs. Returns (document, exit code): 0 when
     every check passed, 1 when any failed or errored (or pytest
     itself failed), 2 when the suite produced no report at all."""
@@ -326,13 +331,13 @@ def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | N
     try:
         with _signals_interrupt():
             return _validate(target, profile, kernels, out, junit, work, workers, try_refused, plugins, progress,
-                             paths, timeout)
+                             paths, timeout, seed)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
 def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, workers, try_refused, plugins, progress,
-              paths, timeout) -> tuple[dict, int]:
+              paths, timeout, seed) -> tuple[dict, int]:
     from conformance.reports import coverage, files, report
 
     say = progress or (lambda msg: None)
@@ -340,7 +345,7 @@ def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, work
     suite_json, junit_tmp, log_tmp = work / "suite-records.json", work / "junit.xml", work / "pytest.log"
     ks = registry.resolve_kernels(kernels) if kernels else registry.all_kernels()
     names = [k.name for k in ks]
-    cmd = suite_command(target, profile, kernels, suite_json, junit_tmp, workers, plugins, paths, timeout)
+    cmd = suite_command(target, profile, kernels, suite_json, junit_tmp, workers, plugins, paths, timeout, seed)
     say(f"running the conformance suite for {target} (profile {profile}, "
         f"{'-n ' + str(workers) if workers not in (None, 0, '0') else 'one process'}); log: {out / 'pytest.log'}")
     try:
@@ -370,8 +375,13 @@ def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, work
         "run_mode_meaning": RUN_MODE_MEANING,
         "records": records,
         "records_produced": suite.get("produced") if suite else None,  # made by the suite's processes
+        "plan": suite.get("plan", []) if suite else [],  # CI plan coverage per kernel and tier (cases.plan)
+        "cases_per_second": suite.get("cases_per_second", {}) if suite else {},
         "junit": str(junit),
     }
+    if suite and suite.get("seed") is not None:  # the seed the suite ran with (its header printed it too)
+        doc["environment"]["seed"] = f"{suite['seed']:#x}"
+        doc["environment"]["seed_source"] = suite.get("seed_source")
     if try_refused:
         from conformance.reports.try_refused import try_refused as run_try_refused
 

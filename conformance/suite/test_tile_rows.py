@@ -26,18 +26,30 @@ registry.load_all()
 tw = importlib.import_module("conformance_kernels.triton_w4a16")
 
 GROUP = 128
-PATH_FIELDS = ("use_dot", "swap_ab", "magic", "dequant_mm", "packed_load")
+PATH_FIELDS = ("use_dot", "swap_ab", "magic", "dequant_mm", "packed_load", "planar")
+PLANAR_KERNELS = ("triton_w4a16",)  # its load step also builds the planar operand, so its planar rows come first
 
 
-def _table():
-    """(table kind, rows, N, K) for the device the kernel runs on here."""
+def _table(planar: bool):
+    """(table kind, rows, N, K) for the device the kernel runs on here; `planar`: the rows a call passing the planar
+    operand takes (the kind's planar rows, then the main rows above them)."""
     dev = kernel_device()
     if dev == "cpu":
-        return "interpreter", tw.TILE_TABLE["interpreter"], 256, 512
-    kind = tw.gpu_tile_kind(torch.device(dev))
-    # 2048: every row's tiles run full-size (N and K span many blocks and splits); at 4096 x 4096 no GPU test
-    # finished within 140 s on an H200 (8 workers; not profiled: weight generation and fp64 references grow 4x)
-    return kind, tw.TILE_TABLE[kind], 2048, 2048
+        kind, N, K = "interpreter", 256, 512
+    else:
+        # 2048: every row's tiles run full-size (N and K span many blocks and splits); at 4096 x 4096 no GPU test
+        # finished within 140 s on an H200 (8 workers; not profiled: weight generation and fp64 references grow 4x)
+        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), 2048, 2048
+    return kind, effective_rows(tw.TILE_TABLE[kind], tw.PLANAR_TABLE.get(kind, []) if planar else []), N, K
+
+
+def effective_rows(main, planar) -> list:
+    """The (max_m, row) list a launch walks (kernels.triton_w4a16.table_tiles): planar rows first, then the main
+    rows that still own some M above the last planar row."""
+    if not planar:
+        return list(main)
+    top = planar[-1][0]
+    return list(planar) + [(m, c) for m, c in main if m is None or m > top]
 
 
 def row_ms(rows, big: int) -> list[tuple[int, object]]:
@@ -52,6 +64,12 @@ def row_ms(rows, big: int) -> list[tuple[int, object]]:
     return out
 
 
+def test_effective_rows_put_planar_rows_first():
+    main = [(1, "g"), (16, "s"), (64, "d"), (None, "c")]
+    assert effective_rows(main, [(16, "p16"), (32, "p32")]) == [(16, "p16"), (32, "p32"), (64, "d"), (None, "c")]
+    assert effective_rows(main, []) == main
+
+
 def test_row_ms_covers_each_row_and_both_ends_of_the_catch_all():
     rows = [(1, "a"), (16, "b"), (None, "c")]
     assert row_ms(rows, 1024) == [(1, "a"), (16, "b"), (17, "c"), (1024, "c")]
@@ -62,7 +80,7 @@ def test_row_ms_covers_each_row_and_both_ends_of_the_catch_all():
 @pytest.mark.parametrize("wtype", ["uint4b8", "uint4"])
 @pytest.mark.parametrize("kernel_name", ["triton_w4a16", "triton_w4a16_actorder"])  # one GEMM, one table
 def test_every_tile_row_passes_on_this_device(kernel_name, wtype, dtype):
-    kind, rows, N, K = _table()
+    kind, rows, N, K = _table(kernel_name in PLANAR_KERNELS)
     target = detect_target()
     k = registry.get_kernel(kernel_name)
     act_order = kernel_name == "triton_w4a16_actorder"

@@ -1,15 +1,17 @@
-"""Proof of power: the suite's own strategies + harness catch every broken kernel of tests/unit/broken_kernels.py
-with a replayable case id, while the correct kernels pass the very same cases; and every shipped-bug catalogue entry
-(conformance/checks/catalogue.py) FAILS (a wrong answer, never the kernel's own error) on the broken kernel that
-reintroduces its bug.
+"""Proof of power: the CI plan itself kills every numeric broken kernel of tests/unit/broken_registry.py with a
+wrong answer and a replayable case id, while the correct kernel passes that very case; each contract mutant
+fails the contract check built for it; and every shipped-bug catalogue entry (conformance/checks/catalogue.py)
+FAILS (a wrong answer, never the kernel's own error) on the broken kernel that reintroduces its bug.
 
-CI runs a bounded hunt per broken kernel (BUDGET examples, the ci profile's derandomized draws, stopping at the
-first failure). benchmarks/proof_of_power.py measures the counts with a larger cap, and also runs the ci-profile
-suite itself on the broken kernels; docs/proof-of-power.md has the figures.
+The plan runs at the fixed run seed SEED, both tiers side by side in plan order, stopping at the first `fail`
+(tests/unit/mutant_hunt.py); an `error` before it fails the test (a crash is not the suite catching the bug).
+benchmarks/proof_of_power.py measures the same over several run seeds; docs/proof-of-power.md has the figures.
 """
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -19,91 +21,130 @@ import torch
 
 from conformance import cli
 from conformance.cases.ids import parse_case_id
-from conformance.checks.harness import run_case
 from conformance.core import registry
 from conformance.core.targets import detect_target
+from tests.unit import broken_registry
+from tests.unit.mutant_hunt import hunt
 
 ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = "tests.unit.broken_kernels"
-BUDGET = 25  # examples per broken kernel in CI; the measured counts at this cap are 1-9 (ci profile)
-# the tier whose draws catch each bug first (measured; the other tier is in benchmarks/results/proof_of_power.json)
-TIER = {
-    "broken_ct_zeros_not_transposed": "exact",
-    "broken_zeros_always_transposed": "exact",
-    "broken_plus_one_from_has_zeros": "exact",
-    "broken_v2_read_as_v1": "exact",
-    "broken_v1_nibble_wise_plus_one": "exact",
-    "broken_ignores_g_idx": "exact",
-    "broken_no_block_k_clamp": "exact",
-    "broken_bf16_dequant_via_fp16": "statistical",  # exact-tier data is exact in fp16 too: only range shows it
-    "broken_last_n_tile_off_by_one": "exact",
-    "broken_m_tail_unwritten": "exact",
-    "broken_fp16_accumulator": "statistical",
-}
+SEED = 0  # the run seed of this test's plans: benchmarks/proof_of_power.py's first seed (docs/proof-of-power.md)
+MAX_MEDIAN_POSITION = 3  # the median first failing plan row over the numeric broken kernels (issue 12)
+
+_REGISTRY = broken_registry.load()  # names for parametrization; unloaded again below, loaded per module fixture
+broken_registry.unload()
+NUMERIC = sorted(n for n, b in _REGISTRY.items() if b.numeric)
+CONTRACT = sorted(n for n, b in _REGISTRY.items() if not b.numeric)
+_HUNTS: dict = {}  # kernel -> Hunt at SEED, shared by the tests of this module in one process
 
 
 @pytest.fixture(scope="module")
 def broken():
     """The broken kernels, registered for this module only (other suites must never parametrize over them)."""
-    registry.load_all()
-    registry.load_plugin(PLUGIN)
-    import tests.unit.broken_kernels as bk
-
-    bk.register_all()
-    yield bk
-    bk.unregister_all()
+    reg = broken_registry.load()
+    yield reg
+    broken_registry.unload()
 
 
-# the broken kernels whose bug is in the Triton launch (the mutant kernel or its wrapper), not in the load step
-LAUNCH_BUGS = ("broken_no_block_k_clamp", "broken_bf16_dequant_via_fp16", "broken_last_n_tile_off_by_one",
-               "broken_m_tail_unwritten")
-
-
-def test_every_broken_kernel_has_a_tier(broken):
-    assert set(TIER) == set(broken.BROKEN)
+def _hunt(name: str):
+    if name not in _HUNTS:
+        _HUNTS[name] = hunt(name, SEED)
+    return _HUNTS[name]
 
 
 @pytest.fixture
-def repro(monkeypatch):
-    """`python -m conformance repro ID` in-process; its verdicts stay out of this session's report and summary
-    (the failures here are deliberate)."""
+def repro(monkeypatch, capsys):
+    """Run a printed replay line (`python -m conformance ...`) in-process; its exit code. Its verdicts stay out of
+    this session's report and summary (the failures here are deliberate)."""
     from conformance.core import results
 
     monkeypatch.setattr(results, "record", lambda *a, **kw: {})
-    return lambda case_id: cli.main(["--plugin", PLUGIN, "repro", case_id])
+
+    def run(line: str) -> int:
+        argv = shlex.split(line)
+        assert argv[:3] == ["python", "-m", "conformance"], line
+        code = cli.main(argv[3:])
+        capsys.readouterr()
+        return code
+    return run
 
 
-@pytest.mark.parametrize("name", sorted(TIER))
-def test_suite_catches_broken_kernel(broken, name, repro, capsys):
-    from tests.unit.mutant_hunt import hunt
+def test_registry_is_complete(broken):
+    """At least 25 numeric single-bug kernels plus the contract mutants; each names its base, bug and killer."""
+    from conformance.checks.contracts import CONTRACT_CHECKS
 
-    h = hunt(name, TIER[name], BUDGET)
-    assert h.caught is not None, f"{name}: no failure in {h.examples} {TIER[name]}-tier examples"
-    v = h.caught
-    # a plugin kernel's replay line names its plugin, so it replays as printed in a fresh process
-    assert v.outcome in ("fail", "error") and v.replay.startswith(f"python -m conformance --plugin {PLUGIN} repro ")
-    assert v.run_mode != "model" or name not in LAUNCH_BUGS, f"{name}: caught only in a model run: {v.line()}"
-    case = parse_case_id(v.case_id)
-    assert case.kernel == name and v.replay.split()[6] == v.case_id
-    assert repro(v.case_id) == 1, capsys.readouterr().out
-    # the correct kernel passes every case the broken one was given, the failing one included
-    base = broken.BASE[name]
-    for seen in h.verdicts:  # on the hunt's target (this machine's): the interpreter on CPU, the device on a GPU
-        ok = run_case(parse_case_id(seen.case_id).with_kernel(base), target=detect_target(), record=False)
-        assert ok.passed, ok.line()
-    assert repro(case.with_kernel(base).id) == 0, capsys.readouterr().out
+    assert len(NUMERIC) >= 25, NUMERIC
+    for b in broken.values():
+        assert registry.get_kernel(b.name).family == registry.get_kernel(b.base).family, b
+        assert b.bug and "\n" not in b.bug, b
+        assert b.kill == broken_registry.CI_PLAN or b.kill in CONTRACT_CHECKS, b
+        assert registry.kernel_plugin(b.name) == b.module, (b.name, registry.kernel_plugin(b.name))
+
+
+@pytest.mark.parametrize("name", NUMERIC)
+def test_ci_plan_kills(broken, name, repro):
+    """The plan fails the broken kernel (a `fail`, no `error` before it); the kill replays as printed (exit 1)
+    and the same case replays on the base kernel with exit 0 (so the failure is the one bug)."""
+    b = broken[name]
+    h = _hunt(name)
+    assert h.error is None, f"{name}: the kernel raised before the plan caught it: {h.error.line()}"
+    assert h.kill is not None, f"{name}: survived the whole plan at seed {SEED} ({h.plan_rows} rows per tier)"
+    v = h.kill
+    assert v.outcome == "fail" and v.replay.startswith(f"python -m conformance --plugin {b.module} repro "), v.line()
+    assert parse_case_id(v.case_id).kernel == name
+    # the printed line (the determinism re-run off: the hunt judged the kill without it)
+    assert repro(v.replay + " --no-determinism") == 1, v.line()
+    base_id = parse_case_id(v.case_id).with_kernel(b.base).id
+    base_line = v.replay.replace(v.case_id, base_id).replace(f"--plugin {b.module} ", "")
+    assert repro(base_line + " --no-determinism") == 0, base_id
+
+
+def test_median_first_failing_row(broken):
+    """Over the numeric broken kernels, the median 1-based plan row of the first `fail` is at most 3: more than half
+    of them fail within the first MAX_MEDIAN_POSITION rows (for an odd count exactly the median's condition, for an
+    even one slightly stronger). Hunts this process already ran count as they are; the others run only their first
+    MAX_MEDIAN_POSITION rows, and only until enough kernels are known to fail there (the test's cost under xdist)."""
+    need = len(NUMERIC) // 2 + 1
+    early = {}
+    for n in sorted(NUMERIC, key=lambda n: n not in _HUNTS):  # the hunts already run first: they cost nothing
+        early[n] = (_HUNTS.get(n) or hunt(n, SEED, max_rows=MAX_MEDIAN_POSITION)).position
+        within = sorted(k for k, p in early.items() if p is not None and p <= MAX_MEDIAN_POSITION)
+        if len(within) >= need:
+            return
+    raise AssertionError(f"only {len(within)} of {len(NUMERIC)} numeric broken kernels fail within the first "
+                         f"{MAX_MEDIAN_POSITION} plan rows at seed {SEED} (the median needs {need}): {early}")
 
 
 def test_repro_in_a_fresh_process_with_the_plugin_env(broken):
-    """The replay line works as printed, in a new process, with the plugin named by CONFORMANCE_PLUGINS."""
+    """A replay works in a new process with the plugin named by CONFORMANCE_PLUGINS instead of `--plugin`."""
+    b = broken["broken_no_block_k_clamp"]
     case_id = ("w4a16/broken_no_block_k_clamp/"
                "M=3,N=64,K=256,g=32,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=91")
-    env = dict(os.environ, CONFORMANCE_PLUGINS=PLUGIN, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "conformance", "repro", case_id], cwd=ROOT, env=env,
+    env = dict(os.environ, CONFORMANCE_PLUGINS=b.module, PYTHONPATH=str(ROOT))
+    r = subprocess.run([sys.executable, "-m", "conformance", "repro", "--no-determinism", case_id], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.startswith(f"FAIL {case_id}")
 
+
+# ---- contract mutants ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", CONTRACT)
+def test_contract_check_fails_its_mutant(broken, name, monkeypatch):
+    """The check that must kill the contract mutant records a `fail` (ContractFailure), never an error; the same
+    check on the base kernel is tests/unit/test_contract_mutants.py's (and the shipped suite's)."""
+    from conformance.checks import contracts
+    from conformance.core import results
+
+    b = broken[name]
+    recorded = []
+    monkeypatch.setattr(results, "record", lambda *a, **kw: recorded.append((a, kw)) or {})
+    k = registry.get_kernel(name)
+    with pytest.raises(contracts.ContractFailure):
+        contracts.run_check(b.kill, k, broken_registry.contract_check(b.kill, k))
+    assert [a[2] for a, _ in recorded] == ["fail"], recorded
+
+
+# ---- the shipped-bug catalogue ---------------------------------------------------------------------------------
 
 # broken kernel -> the catalogue entries whose bug it reintroduces (each entry must FAIL on it)
 CATALOGUE_BUG = {
@@ -117,6 +158,8 @@ CATALOGUE_BUG = {
     "broken_bf16_dequant_via_fp16": ("bf16_dequantized_in_bf16",),
 }
 _PAIRS = [(name, key) for name, keys in CATALOGUE_BUG.items() for key in keys]
+# the broken kernels whose bug is in the Triton launch: a catch must run the kernel, not its model
+LAUNCH_BUGS = ("broken_no_block_k_clamp", "broken_bf16_dequant_via_fp16")
 
 
 def test_every_catalogue_entry_has_a_broken_kernel():
@@ -128,6 +171,7 @@ def test_every_catalogue_entry_has_a_broken_kernel():
 
     proved = {key for keys in CATALOGUE_BUG.values() for key in keys}
     assert {e.key for e in catalogue.ENTRIES} - proved == {"uint4_fallback_exact", "split_k_bf16_column_tail"}
+    assert set(CATALOGUE_BUG) <= set(NUMERIC)
 
 
 @pytest.mark.parametrize("name,key", _PAIRS, ids=[f"{n}-{k}" for n, k in _PAIRS])
@@ -144,33 +188,93 @@ def test_catalogue_entry_fails_on_its_bug(broken, name, key):
     if name in LAUNCH_BUGS:
         assert all(v.run_mode != "model" for v in fails), f"{name}: caught only in model runs"
     for v in fails:
-        assert v.replay.split()[4] == PLUGIN, v.replay  # `python -m conformance --plugin PLUGIN repro ID`
+        assert v.replay.split()[4] == broken[name].module, v.replay  # `python -m conformance --plugin MOD repro ID`
 
 
-# the mutant Triton kernel with every bug switch off is the shipped kernel on the same tiles, bit for bit: a
-# failure of a broken kernel is its one bug, not a difference of the copy. The shipped launch is given the
-# mutant's tile entry (on CPU the interpreter table's, which it would pick anyway; on a GPU MUTANT_GPU_TILES,
-# since the shipped GPU tables take paths the copy lacks); both go through the shipped fit_tiles.
-@pytest.mark.parametrize("M,N,K,group,dtype", [
-    (3, 40, 256, 32, torch.float16),     # split-K rows (M <= 16), partial N tile, 8 groups
-    (33, 64, 384, 128, torch.bfloat16),  # M tail past one 64-row tile, 3 groups
-    (20, 24, 128, 128, torch.float16),   # one group, K == group
-])
-def test_mutant_kernel_copy_is_faithful(broken, M, N, K, group, dtype):
+# ---- the copies the launch mutants run on are faithful ----------------------------------------------------------
+
+def _tiles():
+    from conformance_kernels import triton_w4a16 as tw
+
+    T = tw.TileConfig
+    return {"planar": T(16, 256, tw.PLANAR_BLOCK, split_k=2, planar=True),
+            "gemv": T(1, 256, 128, split_k=2, packed_load=True, use_dot=False),
+            "swap_ab": T(16, 256, 128, split_k=2, packed_load=True, swap_ab=True, magic=True),
+            "dot": T(16, 64, 64, split_k=2),
+            "dequant_mm": T(64, 256, 128, packed_load=True, magic=True, dequant_mm=True)}
+
+
+# shapes with a partial N tile, an odd K tile count under split-K, several groups, one group spanning K (the planar
+# path: 3 blocks split 2, one block with a plane per group, a zero-padded last block)
+FAITHFUL_SHAPES = [(3, 40, 384, 128, torch.float16), (17, 24, 96, 32, torch.bfloat16), (2, 136, 136, -1, torch.float16)]
+
+
+@pytest.mark.parametrize("path", ["planar", "gemv", "swap_ab", "dot", "dequant_mm"])
+def test_mutant_kernel_copy_is_faithful(broken, path):
+    """With every bug switch off, tests/unit/broken_mutant_gemm.py's copy is the shipped triton_w4a16 launch bit for
+    bit on each path it takes (both given the same tile entry and triton_w4a16's own operands, both fitted by the
+    shipped fit_tiles), so a failure of a launch mutant is its one bug; and the interpreter tables' rows take no path
+    the copy lacks."""
     from conformance_kernels import triton_w4a16 as tw
     from conformance_kernels._w4a16_common import to_device
 
     from conformance.core.runtime import kernel_device
     from references import codecs
     from references.generators import random_activations, random_canonical
+    from tests.unit import broken_mutant_gemm as mg
 
-    k, dev = registry.get_kernel("triton_w4a16"), kernel_device()
-    for wt in ("uint4", "uint4b8"):
-        w = random_canonical(K, N, group, wt, dtype, "normal", M + N)
-        x = random_activations(M, K, dtype, "normal", M + N).to(dev)
-        o = to_device(k.load(codecs.encode(w, "gptq_v2")), dev)
-        tiles = broken.mutant_tiles(M, broken.mutant_kind(x))
-        want = tw.launch_w4a16_gemm(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias, tiles=tiles)
-        got = broken.launch_mutant(x, o)
-        assert tw.last_launch_config().get("mutant"), "launch_mutant did not record its launch"
-        assert torch.equal(got.cpu().view(torch.int16), want.cpu().view(torch.int16)), (wt, M, N, K, group, dtype)
+    rows = [cfg for table in (tw.TILE_TABLE, tw.PLANAR_TABLE) for _, cfg in table.get("interpreter", ())]
+    assert {mg.path_of(cfg) for cfg in rows} <= set(_tiles())
+    k, dev, tiles = registry.get_kernel("triton_w4a16"), kernel_device(), _tiles()[path]
+    for i, (M, N, K, group, dtype) in enumerate(FAITHFUL_SHAPES):
+        M = 1 if path == "gemv" else M
+        for wt in (("uint4", "uint4b8")[i % 2],):  # both zero-point paths, over the shapes
+            w = random_canonical(K, N, group, wt, dtype, "normal", M + N)
+            x = random_activations(M, K, dtype, "normal", M + N).to(dev)
+            o = to_device(k.load(codecs.encode(w, "gptq_v2")), dev)
+            planar = {"b_planar": o.b_planar, "zeros_act": o.zeros_act}
+            want = tw.launch_w4a16_gemm(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias, tiles=tiles, **planar)
+            got = mg.launch_mutant(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias, tiles=tiles, planar=planar)
+            launched = tw.last_launch_config()
+            assert launched.get("mutant") and mg.path_of(tw._LAST_LAUNCH["cfg"]) == path, launched
+            assert torch.equal(got.cpu().view(torch.int16), want.cpu().view(torch.int16)), (path, wt, M, N, K, group)
+
+
+FP8_FAITHFUL = [(5, 256, 128, "bfloat16", "float8_e4m3fn", True, True, "normal"),
+                (3, 256, 64, "float16", "float8_e4m3fnuz", False, False, "all_zero_groups"),
+                (7, 512, 128, "float32", "float8_e4m3fn", False, True, "saturation")]
+
+
+@pytest.mark.parametrize("tokens,hidden,group,dtype,f8,ue8m0,colmajor,regime", FP8_FAITHFUL)
+def test_fp8_mutant_copy_is_faithful(broken, tokens, hidden, group, dtype, f8, ue8m0, colmajor, regime):
+    """With every bug switch off, tests/unit/broken_fp8.py's copy is fp8_group_quant_triton bit for bit (q and
+    scales, and the scales' strides); with only `no_clamp` on it is too (an equivalent mutant: see broken_fp8)."""
+    from conformance.families.config import Fp8QuantConfig
+    from conformance.families.fp8_inputs import fp8_activations
+    from tests.unit import broken_fp8
+
+    cfg = Fp8QuantConfig(group_size=group, dtype=dtype, fp8_dtype=f8, ue8m0=ue8m0, column_major_scales=colmajor,
+                         hidden=hidden)
+    k = registry.get_kernel("fp8_group_quant_triton")
+    p = k.load(cfg)
+    x = fp8_activations(tokens, hidden, dtype, regime, 7, group, f8)
+    q_want, s_want = k.apply(p, x)
+    for bugs in ({}, {"no_clamp": True}):
+        q, s = broken_fp8.launch_mutant(x, p, **bugs)
+        assert torch.equal(q.view(torch.uint8), q_want.view(torch.uint8)), bugs
+        assert torch.equal(s, s_want) and s.stride() == s_want.stride(), bugs
+
+
+# ---- the recorded figures -------------------------------------------------------------------------------------
+
+def test_docs_table_is_generated_from_the_json():
+    """docs/proof-of-power.md's table is exactly what benchmarks/proof_of_power.py writes from the recorded JSON
+    (never edited by hand), and the JSON's first run seed is this test's."""
+    from conformance.core.tree import import_tree_package
+
+    import_tree_package("conformance_bench")
+    from conformance_bench import proof_of_power as pop
+
+    doc = json.loads(pop.RESULT.read_text())
+    assert pop.current_block(pop.DOCS.read_text()) == pop.render(doc), "regenerate: " + pop.__doc__.splitlines()[9]
+    assert doc["seeds"][0] == SEED and pop.SEEDS[0] == SEED

@@ -1,81 +1,82 @@
-"""How many suite-drawn cases it takes to catch a kernel: the suite's strategy (strategies.cases) + run_case,
-under a profile's hypothesis settings (ci: derandomized, so the count is the same on every run), stopping at
-the first failing verdict, without shrinking.
+"""Where the CI plan kills a broken kernel: run its plan rows (conformance.cases.plan.ci_plan), both tiers, in plan
+order, stopping at the first `fail`.
 
-    hunt(kernel, tier, max_examples, target=None, profile="ci") -> Hunt
+    hunt(kernel, seed, target=None, tiers=TIERS, profile=None, max_rows=None) -> Hunt
 
-target None is this machine's (detect_target): the interpreter on CPU, the device on a GPU host, where a "cpu"
-target would send Triton kernels to their model (no interpreter there) and a launch bug would never run.
+Rows are taken in plan order, both tiers side by side (row 1 of each tier, then row 2, ...), so `position` is the
+first 1-based row index at which either tier's plan fails: the row a CI run of that seed reports first. Only a
+`fail` (a wrong answer) kills; an `error` (the kernel raised) is recorded and stops the hunt too, since a crash is
+not the suite catching the bug. The determinism double run is off: a kill is the one bug's wrong answer. target
+None is this machine's (detect_target): the interpreter on CPU, the device on a GPU host.
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 
-from hypothesis import Phase, given, settings
-
-from conformance.cases import strategies
-from conformance.cases.profiles import get_profile
 from conformance.checks.harness import Verdict, run_case
 from conformance.core.targets import detect_target
 
-CAUGHT = ("fail", "error")
-
-
-class _Caught(Exception):
-    pass
+TIERS = ("exact", "statistical")
 
 
 @dataclass
 class Hunt:
-    """`examples`: cases run until (and including) the first failure, or all `max_examples` when none failed."""
+    """`verdicts`: every row run, in order, up to and including the kill (or the error); `plan_rows`: rows per
+    tier; `position`: the kill's 1-based row index (None when the plans ran out or an error stopped the hunt)."""
 
     kernel: str
-    tier: str
-    max_examples: int
+    seed: int
+    target: str
+    plan_rows: dict = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
-    caught: Verdict | None = None
+    kill: Verdict | None = None
+    error: Verdict | None = None
+    position: int | None = None
     seconds: float = 0.0
 
-    @property
-    def examples(self) -> int:
-        return len(self.verdicts)
-
     def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "tier": self.tier, "max_examples": self.max_examples,
-                "examples_until_caught": self.examples if self.caught else None,
-                "examples_run": self.examples, "caught": self.caught is not None,
-                "case_id": self.caught.case_id if self.caught else None,
-                "outcome": self.caught.outcome if self.caught else None,
-                "detail": self.caught.detail[:300] if self.caught else None,
-                "seconds": round(self.seconds, 2)}
+        return {"kernel": self.kernel, "seed": self.seed, "target": self.target, "plan_rows": self.plan_rows,
+                "killed": self.kill is not None, "position": self.position, "rows_run": len(self.verdicts),
+                "case_id": self.kill.case_id if self.kill else None,
+                "tier": self.kill.check if self.kill else None,
+                "detail": self.kill.detail[:300] if self.kill else None,
+                "error": self.error.line()[:500] if self.error else None, "seconds": round(self.seconds, 2)}
 
 
-def hunt(kernel: str, tier: str, max_examples: int, target=None, profile: str = "ci") -> Hunt:
-    """Draw up to `max_examples` cases for `kernel` (gate-accepted, `tier`) and run each; stop at the first
-    fail/error. The draw sequence depends only on the profile and on this function's source (hypothesis
-    derandomizes from the test function), so two kernels with the same gate see the same cases."""
-    h = Hunt(kernel, tier, max_examples)
-    p = get_profile(profile)
-    if target is None:
-        target = detect_target()
+def plans(kernel: str, seed: int, target=None, tiers=TIERS, profile=None) -> dict:
+    """{tier: the kernel's CI plan on `target` (default this machine's) at run seed `seed`}."""
+    from conformance.cases.plan import ci_plan
+    from conformance.core import registry
 
-    @settings(parent=p.settings(), max_examples=max_examples, phases=[Phase.generate], database=None,
-              deadline=None)
-    @given(case=strategies.cases(kernel, target, tier=tier, profile=p))
-    def probe(case):
-        if h.caught is not None:  # hypothesis replays the failing example once more: do not count it
-            raise _Caught
-        v = run_case(case, kernel, target, record=False)
-        h.verdicts.append(v)
-        if v.outcome in CAUGHT:
-            h.caught = v
-            raise _Caught
+    k = registry.get_kernel(kernel)
+    t = detect_target() if target is None else target
+    return {tier: ci_plan(k, t, tier, seed=seed, profile=profile) for tier in tiers}
 
+
+def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_rows: int | None = None) -> Hunt:
+    """Run `kernel`'s plan rows (both tiers side by side, in plan order) until the first fail or error, or (when
+    given) past row `max_rows` of each tier."""
+    from conformance.core import registry
+
+    t = detect_target() if target is None else target
+    by_tier = plans(kernel, seed, t, tiers, profile)
+    h = Hunt(kernel, seed, str(t), {tier: len(rows) for tier, rows in by_tier.items()})
+    k = registry.get_kernel(kernel)
     t0 = time.perf_counter()
-    try:
-        probe()
-    except _Caught:
-        pass
+    n_rows = max(len(rows) for rows in by_tier.values())
+    for i in range(n_rows if max_rows is None else min(n_rows, max_rows)):
+        for tier in tiers:
+            if i >= len(by_tier[tier]):
+                continue
+            v = run_case(by_tier[tier][i], k, t, check_determinism=False, record=False)
+            h.verdicts.append(v)
+            if v.outcome in ("fail", "error"):
+                if v.outcome == "fail":
+                    h.kill, h.position = v, i + 1
+                else:
+                    h.error = v
+                h.seconds = time.perf_counter() - t0
+                return h
     h.seconds = time.perf_counter() - t0
     return h

@@ -113,6 +113,7 @@ CLI_CASES = [
     (["validate", "--out", "{tmp}/r", "--timeout", "-1"], 2, "--timeout=-1.0"),
     (["validate", "--out", "{tmp}/r", "--target", "gfx9"], 2, "--target='gfx9'"),
     (["validate", "--out", "{tmp}/r", "--kernels", "nosuch"], 2, "--kernels='nosuch'"),
+    (["validate", "--out", "{tmp}/r", "--seed", "abc"], 2, "--seed='abc'"),
     # repro: ids, sizes, target, timeout
     (["repro", "bad"], 2, "case id='bad'"),
     (["repro", ID.replace("M=3", "M=" + "1" + "0" * 40)], 2, "M=1" + "0" * 40),
@@ -249,6 +250,8 @@ PYTEST_CASES = [
     (["--conformance-report", "/proc/r.json"], "--conformance-report='/proc/r.json'"),
     (["--conformance-timeout", "-1"], "--conformance-timeout='-1'"),
     (["--conformance-timeout", "abc"], "--conformance-timeout='abc'"),
+    (["--conformance-seed", "abc"], "--conformance-seed='abc'"),
+    (["--conformance-seed", "-1"], "--conformance-seed='-1'"),
     (["--conformance-case", "bad"], "--conformance-case='bad'"),
     (["--conformance-case", ID.replace("M=3", "M=" + "1" + "0" * 40)], "M=1" + "0" * 40),
 ]

@@ -108,7 +108,9 @@ def test_every_old_id_stored_in_the_repository_still_parses():
         path = ROOT / rel
         if path.suffix in (".py", ".md", ".json", ".txt") and rel != "tests/unit/test_cases.py" and path.is_file():
             found |= set(_OLD_ID_RE.findall(path.read_text(errors="replace")))
-    assert len(found) > 20  # test_regressions' pinned examples, proof-of-power results, docs/plugins.md
+    # the scan must see the old ids the repository still stores (test_regressions' pinned examples, docs pages);
+    # results regenerated since write key=value ids, so the count fell from 20+ to about 9
+    assert len(found) > 5
     for text in sorted(found - KNOWN_BAD_OLD_IDS):
         case = parse_case_id(text)
         assert _old_id(case) == text and parse_case_id(case.id) == case
@@ -304,7 +306,8 @@ def test_config_comes_from_the_family():
 
 def test_v1_module_names():
     assert ids.W4A16_REGIMES == tuple(all_families()[0].regimes) and ids.W4A16_REGIMES[0] == "exact"
-    assert set(ids.FP8_REGIMES) >= set(ids.W4A16_REGIMES) | {"saturation", "fp8_boundaries"}
+    # exact_wide is weight-only: its activations' signs pair with its weight's column signs
+    assert set(ids.FP8_REGIMES) == set(ids.W4A16_REGIMES) - {"exact_wide"} | {"saturation", "fp8_boundaries"}
     assert ids.REGIMES == {f.name: tuple(f.regimes) for f in all_families()}
     assert TIERS == ("exact", "statistical")
 

@@ -100,7 +100,8 @@ def test_8bit_types_only_when_some_kernel_claims_them():
 def test_excluded_combinations_are_absent_and_reported(gfx1100_three):
     assert not rows(gfx1100_three, format="awq", act_order=True)
     assert not rows(gfx1100_three, group_size=-1, act_order=True)
-    assert len(gfx1100_three["excluded"]) == 2
+    assert not rows(gfx1100_three, format="awq", weight_type="uint8")  # AWQ defines 4-bit weights only
+    assert len(gfx1100_three["excluded"]) == 3
 
 
 class _FakeFp8(registry.Kernel):

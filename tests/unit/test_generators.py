@@ -231,7 +231,10 @@ def test_extreme_scales(dtype):
     # |x| <= 1 in this regime, so sum_k |W| bounds |y|
     x = random_activations(8, 512, dtype, "extreme_scales", seed=2)
     assert x.abs().max() <= 1
-    assert w.dequantize().abs().sum(0).max() <= gen.EXTREME_Y_LIMIT
+    # bf16's trap columns (tests/unit/test_trap_data.py) lie outside fp16's range on purpose; the rest keep the bound
+    trap = (s > 65504).all(0) | (s < 2.0**-25).all(0)
+    assert int(trap.sum()) == (2 if dtype == torch.bfloat16 else 0)
+    assert w.dequantize().abs().sum(0)[~trap].max() <= gen.EXTREME_Y_LIMIT
 
 
 @pytest.mark.parametrize("kwargs,field", [

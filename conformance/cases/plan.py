@@ -1,0 +1,499 @@
+"""The CI plan: for one kernel, target and tier, a short fixed list of cases that runs every config class the
+kernel's gate accepts (or, where that costs too much, covers every pair of plan-axis values: an all-pairs
+covering array), each placed on a boundary of the kernel's tiles, ordered so the first rows are the most diverse.
+
+    ci_plan(kernel, target, tier, *, seed, profile=None) -> [Case]
+    plan_coverage(kernel, target, tier, *, seed, profile=None) -> [dict]   # one row per accepted plan class
+    build_plan(kernel, target, tier, *, seed, profile=None) -> Plan        # rows with class, role, picks; mode
+
+Classes. The family's one config space (`Family.config_classes()`) folded by the family's `plan_class` (W4A16:
+weight type x checkpoint format x act-order x group REGIME (channelwise, one group spanning K, several groups, a
+group smaller than the kernel's K tile) x activation dtype; FP8: every config axis). A plan class is accepted
+when the kernel's own pure gate accepts one of the family's plan shapes of it on `target` (`plan_case`).
+
+Rows. When the accepted classes cost at most the profile's `plan_budget_s` (the family's measured seconds per
+case by run mode), every class gets a row ("all"); else rows are a greedy all-pairs covering array over the plan
+axes ("pairwise"). Either way rows are ordered greedily: each next row covers the most not-yet-covered value
+pairs; ties go to the class with the most values no earlier row has, then to the one the family weighs higher
+(`plan_weight`), then to the one differing most from the previous row, then to a seeded rank; so the first three
+rows differ on every axis they can. A few large-K rows (K 4096-8192 where the kernel runs as torch or as its
+model, 1024-1408 in the interpreter) follow the first three rows.
+
+Shapes. Each row takes the next value of each boundary menu (rows: 1, small odd, BLOCK_M +- 1 and the path
+thresholds of the kernel's tile table; columns: N tails; K variants: tails, K / group odd, the smallest K), each
+menu starting at an offset drawn from the run seed: every commit places boundaries on other classes, and every
+menu value is hit once a plan has as many rows as the menu has values. Tile tables are read where the kernel's
+module (or a base class's) declares TILE_TABLE in triton_w4a16's layout; other kernels get generic menus.
+
+Data. Rows cycle through the family's `tier_regimes(tier)` (a family may force a regime on its first row of
+some kind: W4A16 gives its first bf16 statistical row extreme_scales). A row's data seed is a stable hash of
+(run seed, kernel, tier, row index), so its case id alone replays it: `python -m conformance repro ID`.
+
+Failed plan cases are remembered (`remember_failures`, written by the pytest controller at session end) and
+replayed first in the next run (`replay_case_ids`).
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+
+from conformance.cases.ids import TIERS, Case, parse_case_id
+from conformance.cases.profiles import DEFAULT_PROFILE, Profile, get_profile
+from conformance.core import registry
+from conformance.core.targets import Target, detect_target, parse_target
+from conformance.families import get_family
+from references.errors import InvalidInput, require
+
+GENERIC_M = (1, 3, 17, 33, 65)  # rows when the kernel declares no tile table: decode, odd, past common BLOCK_M
+M_CAP = 129  # menu rows stay interpreter-cheap
+LARGE_K_ROWS = {"device": 3, "model": 3, "interpreter": 2}  # large-K rows per kernel and tier, by run mode
+LARGE_K_AT, LARGE_K_EVERY = 3, 4  # the first large-K row follows the three most diverse rows, then every 4th
+REPLAY_FILE = ("plan", "failed-cases.json")  # under conformance.core.tree.cache_dir()
+REPLAY_KEEP = 200  # remembered failures kept at most (oldest dropped)
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """The tile boundaries a plan places shapes on: where they come from, the row menu (M / tokens), and the
+    largest BLOCK_N / BLOCK_K of the table (None: no table)."""
+
+    source: str
+    m_menu: tuple
+    block_n: int | None = None
+    block_k: int | None = None
+
+
+@dataclass(frozen=True)
+class PlanRow:
+    """One plan case: its index (pytest id `<kernel>-<tier>-<index>`), the Case, its plan class (values along
+    the family's plan_axes) and label, its role ("class" or "large_k") and the menu values it was given."""
+
+    index: int
+    case: Case
+    plan_class: tuple
+    label: str
+    role: str
+    picks: dict = field(default_factory=dict, compare=False)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A kernel's plan on one target and tier. mode: "all" (every accepted class has a row), "pairwise" (rows
+    cover every value pair of the accepted classes) or "none" (no rows: `refusal` says why)."""
+
+    kernel: str
+    target: Target
+    tier: str
+    seed: int
+    profile: str
+    mode: str
+    rows: tuple
+    classes: tuple  # accepted plan classes, in the family's config-space order
+    axes: tuple
+    tiles: Tiles
+    run_mode: str | None
+    estimate_s: float
+    refusal: str | None = None
+
+
+def _stable_int(*parts, bits: int = 31) -> int:
+    """A non-negative int from sha256 of the parts' text: the same on every machine, process and Python."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "big") & ((1 << bits) - 1)
+
+
+def row_seed(run_seed: int, kernel: str, tier: str, index: int) -> int:
+    """The data seed of plan row `index`: a stable hash of (run seed, kernel, tier, row index)."""
+    return _stable_int("plan-row", run_seed, kernel, tier, index)
+
+
+# ---- tiles -----------------------------------------------------------------------------------------------------
+
+def _is_tile_table(value) -> bool:
+    """A dict {kind: [(max_m or None, tile with block_m, block_n, block_k), ...]} (triton_w4a16's layout)."""
+    return isinstance(value, dict) and bool(value) and all(
+        isinstance(rows, list) and all(isinstance(r, tuple) and len(r) == 2 and (r[0] is None or isinstance(r[0], int))
+                                       and all(hasattr(r[1], a) for a in ("block_m", "block_n", "block_k"))
+                                       for r in rows) for rows in value.values())
+
+
+def _tile_tables(kernel) -> list:
+    """[(name, table)]: the tile tables (module-level dicts in triton_w4a16's layout, e.g. TILE_TABLE and
+    PLANAR_TABLE) of the first class in the kernel's MRO whose module declares any; [] when none does."""
+    for cls in type(kernel).__mro__:
+        mod = sys.modules.get(cls.__module__)
+        found = [(f"{mod.__name__}.{name}", value) for name, value in sorted(vars(mod).items())
+                 if name.isupper() and _is_tile_table(value)] if mod is not None else []
+        if found:
+            return found
+    return []
+
+
+def kernel_tiles(kernel, target: Target) -> Tiles:
+    """The kernel's tile boundaries for how it runs for `target` on this machine: the rows of its tile tables for
+    the interpreter on a CPU host, else for the target's arch (a measured table) or "gpu"; generic menus when the
+    kernel declares no table. M menu: 1, 3, BLOCK_M +- 1 of each tiled row and each row's path threshold (max_m,
+    max_m + 1: GEMV / split-K / swap_ab / planar switches), the most tail-like first."""
+    key = "interpreter" if detect_target().is_cpu else target.arch
+    rows, where = [], []
+    for name, table in _tile_tables(kernel):
+        kind = key if key in table else ("gpu" if key != "interpreter" and "gpu" in table else None)
+        if table.get(kind):
+            rows += table[kind]
+            where.append(f"{name}[{kind!r}]")
+    if not rows:
+        return Tiles("generic menus (no tile table declared)", GENERIC_M)
+    cfgs = [(max_m, cfg.block_m, cfg.block_n, cfg.block_k, bool(getattr(cfg, "dequant_mm", False)))
+            for max_m, cfg in rows]
+    tails_up = [bm + 1 for _, bm, _, _, mm in cfgs if bm > 1 and not mm]
+    tails_down = [bm - 1 for _, bm, _, _, mm in cfgs if bm > 1 and not mm]
+    switches = [m + 1 for m, *_ in cfgs if m] + [m for m, *_ in cfgs if m]
+    menu = tuple(m for m in dict.fromkeys([1, *tails_up, 3, *tails_down, *switches]) if 1 <= m <= M_CAP)
+    return Tiles(" + ".join(where), menu, max(c[2] for c in cfgs), max(c[3] for c in cfgs))
+
+
+# ---- building a plan ---------------------------------------------------------------------------------------------
+
+def build_plan(kernel, target, tier: str, *, seed: int, profile=None) -> Plan:
+    """The plan of `kernel` (a Kernel or registered name) on `target` (a Target or name) for `tier`, under run seed
+    `seed` (a non-negative int) and `profile` (its plan budget; default ci). Pure in its arguments (and the
+    registry), cached per process: the same on every xdist worker."""
+    k = registry.get_kernel(kernel) if isinstance(kernel, str) else kernel
+    t = parse_target(target) if isinstance(target, str) else target
+    require(tier in TIERS, "tier", tier, f"one of {list(TIERS)}")
+    require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0, "seed", seed, "a non-negative int")
+    p = profile if isinstance(profile, Profile) else get_profile(profile or DEFAULT_PROFILE)
+    return _build(k, t, tier, seed, p)
+
+
+def ci_plan(kernel, target, tier: str, *, seed: int, profile=None) -> list[Case]:
+    """The plan's cases, in row order (replay each with `python -m conformance repro CASE_ID`)."""
+    return [r.case for r in build_plan(kernel, target, tier, seed=seed, profile=profile).rows]
+
+
+@functools.lru_cache(maxsize=512)
+def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
+    from conformance.cases.strategies import refusal_reason
+    from conformance.checks.harness import _execution, exact_tier_unjudgeable
+
+    fam = get_family(k.family)
+    tiles = kernel_tiles(k, t)
+    mode, _why = _execution(k, t)
+    base = dict(kernel=k.name, target=t, tier=tier, seed=seed, profile=p.name, axes=tuple(fam.plan_axes),
+                tiles=tiles, run_mode=mode)
+    if tier == "exact" and exact_tier_unjudgeable(k):
+        return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=f"{k.name}: {exact_tier_unjudgeable(k)}",
+                    **base)
+    members: dict = {}
+    for cls in fam.config_classes():
+        members.setdefault(fam.plan_class(cls, tiles), []).append(cls)
+    menus = fam.plan_menus(tiles)
+    first = {name: vals[0] for name, vals in menus.items()}  # the picks of an acceptance probe
+    regimes = tuple(fam.tier_regimes(tier))
+    # the gate first (M-free: the statistical tier has no K limit), then the tier's limits at some menu M and regime
+    gated = [pc for pc, ms in members.items()
+             if fam.plan_case(k, t, "statistical", ms, first, tiles) is not None]
+    accepted = tuple(pc for pc in gated if tier == "statistical" or any(
+        _fields(fam, k, t, tier, members[pc], menus, dict(first, regime=r), tiles) is not None for r in regimes))
+    if not accepted:
+        return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=refusal_reason(k, t), **base)
+    per_case = fam.plan_seconds.get(mode, max(fam.plan_seconds.values()))
+    every = len(accepted) * per_case <= p.plan_budget_s
+    rank = {pc: _stable_int("rank", seed, k.name, tier, pc) for pc in accepted}
+    order = _greedy_order(accepted, rank, stop_when_covered=not every, weight=fam.plan_weight)
+    large_kind = "interpreter" if mode == "interpreter" else "device"
+    n_large = LARGE_K_ROWS.get(mode, 0)
+    plan_rows = [("class", pc) for pc in order]
+    for j, pc in enumerate(_large_k_classes(fam, k, t, tier, accepted, members, menus, tiles, rank, large_kind,
+                                            n_large)):
+        plan_rows.insert(min(LARGE_K_AT + j * LARGE_K_EVERY, len(plan_rows)), ("large_k", pc))
+    offsets = {name: _stable_int("menu", seed, k.name, tier, name) for name in (*menus, "regime")}
+    forced_done: set = set()
+    rows, k_turn, role_turn = [], {}, {}
+    for i, (role, pc) in enumerate(plan_rows):
+        row_menus = dict(menus, **fam.plan_large_menus(large_kind)) if role == "large_k" else menus
+        # M and N rotate by the row's turn among rows of its role (class rows meet every menu value once there are
+        # as many of them as values; large-K rows have their own menus); the K variant by the row's turn within
+        # its K key (W4A16: its group regime), so each regime meets every K variant
+        role_turn[role] = role_turn.get(role, -1) + 1
+        turn = {n: role_turn[role] for n in row_menus}
+        key = fam.plan_k_key(pc)
+        turn["K"] = k_turn[key] = k_turn.get(key, -1) + 1
+        picks = {name: vals[(turn[name] + offsets[name]) % len(vals)] for name, vals in row_menus.items()}
+        large = large_kind if role == "large_k" else None
+        # the row's regime in turn; another of the tier's when the exact K limits refuse every shape under it
+        turn_regime = regimes[(i + offsets["regime"]) % len(regimes)]
+        fields = None
+        for regime in (turn_regime, *[r for r in regimes if r != turn_regime]):
+            picks["regime"] = regime
+            fields = _fields(fam, k, t, tier, members[pc], row_menus, picks, tiles, large)
+            if fields is None and large is None:  # accepted at another shape only
+                fields = _fields(fam, k, t, tier, members[pc], menus, dict(first, regime=regime), tiles)
+            if fields is not None:
+                break
+        if fields is None:  # a large-K shape refused under every regime at this row's picks: no such row
+            continue
+        forced = fam.plan_first_regime(fields, tier)
+        if forced is not None and forced not in forced_done:
+            regime = forced
+            forced_done.add(forced)
+        index = len(rows)
+        case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
+                    seed=row_seed(seed, k.name, tier, index), **fields)
+        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), role, picks))
+    estimate = sum(per_case * (3 if r.role == "large_k" else 1) for r in rows)
+    return Plan(mode="all" if every else "pairwise", rows=tuple(rows), classes=accepted, estimate_s=round(estimate, 2),
+                **base)
+
+
+def _fields(fam, k, t, tier, members, menus, picks, tiles, large=None):
+    """The family's plan_case at the row's picks, else at the other row-menu values (the exact tier's K limits
+    may depend on M); None when no shape of the class is accepted."""
+    fields = fam.plan_case(k, t, tier, members, picks, tiles, large)
+    if fields is not None:
+        return fields
+    for m in menus["M"]:
+        if m != picks["M"]:
+            fields = fam.plan_case(k, t, tier, members, dict(picks, M=m), tiles, large)
+            if fields is not None:
+                return fields
+    return None
+
+
+def _pairs(pc: tuple) -> frozenset:
+    return frozenset((i, pc[i], j, pc[j]) for i in range(len(pc)) for j in range(i + 1, len(pc)))
+
+
+def _differs(a: tuple, b: tuple) -> int:
+    return sum(x != y for x, y in zip(a, b))
+
+
+def _greedy_order(classes: tuple, rank: dict, *, stop_when_covered: bool, weight=None) -> list:
+    """Classes ordered greedily: each next one covers the most value pairs not yet covered; ties go to the class with
+    the most axis values no earlier row has, then to the one the family weighs higher (`weight(pc)`: how much of the
+    code it exercises), then to the one that differs most from the previous row, then to the seeded rank.
+    stop_when_covered: end once every pair of the classes is covered (an all-pairs covering array); else every
+    class follows."""
+    pairs = {pc: _pairs(pc) for pc in classes}
+    w = {pc: weight(pc) if weight else 0 for pc in classes}
+    uncovered = set().union(*pairs.values())
+    seen: set = set()  # (axis, value) of the rows so far
+    order, left = [], sorted(classes, key=rank.__getitem__)
+    while left and (uncovered or not stop_when_covered):
+        prev = order[-1] if order else None
+        best = max(left, key=lambda pc, prev=prev, uncovered=uncovered: (
+            len(pairs[pc] & uncovered), sum((i, v) not in seen for i, v in enumerate(pc)), w[pc],
+            _differs(pc, prev) if prev else 0, -rank[pc]))
+        order.append(best)
+        left.remove(best)
+        uncovered -= pairs[best]
+        seen.update(enumerate(best))
+    return order
+
+
+def _large_k_classes(fam, k, t, tier, accepted, members, menus, tiles, rank, kind, n) -> list:
+    """Up to n plan classes for the large-K rows: the seeded order, each next the one most different from those
+    already taken, among classes with a gate-accepted large-K shape."""
+    picks = {name: vals[0] for name, vals in dict(menus, **fam.plan_large_menus(kind)).items()}
+    ok = [pc for pc in sorted(accepted, key=rank.__getitem__)
+          if fam.plan_case(k, t, tier, members[pc], picks, tiles, kind) is not None]
+    out = []
+    while ok and len(out) < n:
+        best = max(ok, key=lambda pc: (min((_differs(pc, o) for o in out), default=0), -rank[pc]))
+        out.append(best)
+        ok.remove(best)
+    return out
+
+
+# ---- coverage ----------------------------------------------------------------------------------------------------
+
+def plan_coverage(kernel, target, tier: str, *, seed: int, profile=None) -> list[dict]:
+    """One row per accepted plan class: {"class": label, "covered": "run" | "pair-covered", "case_id": the
+    first row that ran it (run), "rows": the rows covering its value pairs (pair-covered)}."""
+    plan = build_plan(kernel, target, tier, seed=seed, profile=profile)
+    fam = get_family(registry.get_kernel(plan.kernel).family if isinstance(kernel, str) else kernel.family)
+    ran: dict = {}
+    for r in plan.rows:
+        ran.setdefault(r.plan_class, r)
+    first_row = {}
+    for r in plan.rows:
+        for pair in _pairs(r.plan_class):
+            first_row.setdefault(pair, r.index)
+    out = []
+    for pc in plan.classes:
+        if pc in ran:
+            out.append({"class": fam.plan_label(pc), "covered": "run", "case_id": ran[pc].case.id,
+                        "row": ran[pc].index})
+        else:
+            rows = sorted({first_row[p] for p in _pairs(pc) if p in first_row})
+            missing = [p for p in _pairs(pc) if p not in first_row]
+            out.append({"class": fam.plan_label(pc), "covered": "pair-covered" if not missing else "not covered",
+                        "rows": rows})
+    return out
+
+
+def coverage_summary(kernel, target, tier: str, *, seed: int, profile=None) -> dict:
+    """One line's worth for reports: kernel, tier, target, mode, accepted / run / pair-covered class counts,
+    rows (large-K among them), the estimated CPU seconds, the tile source, and the refusal when no rows."""
+    plan = build_plan(kernel, target, tier, seed=seed, profile=profile)
+    cov = plan_coverage(kernel, target, tier, seed=seed, profile=profile)
+    n = {c: sum(1 for r in cov if r["covered"] == c) for c in ("run", "pair-covered", "not covered")}
+    return {"kernel": plan.kernel, "tier": tier, "target": str(plan.target), "mode": plan.mode,
+            "accepted": len(plan.classes), "run": n["run"], "pair_covered": n["pair-covered"],
+            "not_covered": n["not covered"], "rows": len(plan.rows),
+            "large_k_rows": sum(1 for r in plan.rows if r.role == "large_k"), "estimate_s": plan.estimate_s,
+            "tiles": plan.tiles.source, "refusal": plan.refusal, "classes": cov}
+
+
+def summary_line(s: dict) -> str:
+    """One compact line of a coverage_summary (pytest's terminal summary, validate's report): mode, classes
+    accepted / run / pair-covered, rows; "N ran" when fewer rows reported than the plan has (-k, -x, a crash)."""
+    head = f"{s['kernel']} {s['tier']} ({s['target']}): "
+    if s["mode"] == "none":
+        return head + f"no rows: {s['refusal']}"
+    cov = f"{s['accepted']} classes accepted, {s['run']} run"
+    if s["pair_covered"] or s["mode"] == "pairwise":
+        cov += f", {s['pair_covered']} pair-covered"
+    if s["not_covered"]:
+        cov += f", {s['not_covered']} NOT covered"
+    ran = f", {s['rows_ran']} ran" if "rows_ran" in s and s["rows_ran"] != s["rows"] else ""
+    return head + f"{s['mode']}: {cov}; {s['rows']} rows ({s['large_k_rows']} large-K){ran}"
+
+
+# ---- failed plan cases, replayed first next run --------------------------------------------------------------------
+
+def _replay_path():
+    from conformance.core.tree import cache_dir
+
+    return cache_dir(*REPLAY_FILE)
+
+
+def _read_replays() -> list[dict]:
+    try:
+        doc = json.loads(_replay_path().read_text())
+    except (OSError, ValueError):
+        return []
+    entries = doc.get("failed") if isinstance(doc, dict) else None
+    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("case_id"), str)] if isinstance(
+        entries, list) else []
+
+
+def replay_case_ids(kernel: str, tier: str, target) -> list[str]:
+    """Case ids of `kernel`'s `tier` plan cases that failed on `target` in an earlier run (oldest first), to run
+    first in this one; ids that no longer parse (a renamed field) are left out."""
+    out = []
+    for e in _read_replays():
+        if (e.get("kernel"), e.get("tier"), e.get("target")) != (kernel, tier, str(target)):
+            continue
+        try:
+            parse_case_id(e["case_id"])
+        except InvalidInput:
+            continue
+        out.append(e["case_id"])
+    return list(dict.fromkeys(out))
+
+
+def remember_failures(passed: set, failed: list[dict]) -> None:
+    """Update the replay file after a run (the pytest controller calls this once, at session end; never an xdist
+    worker): case ids that passed are dropped, failed ones (dicts with case_id, kernel, tier, target, seed) are
+    added; every other entry is kept, so a run of some kernels keeps the others' failures. At most REPLAY_KEEP
+    entries (the oldest go)."""
+    failed_ids = {e["case_id"] for e in failed}
+    keep = [e for e in _read_replays() if e["case_id"] not in passed and e["case_id"] not in failed_ids]
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    entries = (keep + [dict(e, time=now) for e in {e["case_id"]: e for e in failed}.values()])[-REPLAY_KEEP:]
+    path = _replay_path()
+    if not entries and not path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".failed-cases-", dir=path.parent)  # temp file + rename: never torn
+    with os.fdopen(fd, "w") as f:
+        json.dump({"failed": entries}, f, indent=1)
+    os.replace(tmp, path)
+
+
+# ---- measuring a plan's cost (python -m conformance.cases.plan --measure OUT.json) ---------------------------------
+
+def measure(kernels=None, target="cpu", *, seed: int = 0, profile=None) -> dict:
+    """Run every plan row of `kernels` (default: all registered) on `target` (each kernel on its suite target, as
+    the suite does), both tiers, in this process; CPU seconds per row (time.process_time: every thread of this
+    process), summed per kernel and tier and per (family, run mode). The first row of a kernel also pays its
+    one-time warm-up (imports, Triton's first interpretation), as it does in a suite run."""
+    from conformance.cases.strategies import suite_target
+    from conformance.checks.harness import run_case
+
+    base = parse_target(target) if isinstance(target, str) else target
+    ks = [registry.get_kernel(n) for n in kernels] if kernels else registry.all_kernels()
+    per_plan, per_mode = [], {}
+    for k in ks:
+        for tier in TIERS:
+            t = suite_target(k, base, tier, profile)
+            p = build_plan(k, t, tier, seed=seed, profile=profile)
+            cpu = outcomes = 0
+            outcomes = {}
+            for r in p.rows:
+                c0 = time.process_time()
+                v = run_case(r.case, k, t, record=False)
+                dt = time.process_time() - c0
+                cpu += dt
+                outcomes[v.outcome] = outcomes.get(v.outcome, 0) + 1
+                m = per_mode.setdefault(f"{k.family} {v.run_mode} {r.role}", {"cases": 0, "cpu_s": 0.0})
+                m["cases"] += 1
+                m["cpu_s"] += dt
+            per_plan.append({"kernel": k.name, "tier": tier, "target": str(t), "mode": p.mode, "rows": len(p.rows),
+                             "cpu_s": round(cpu, 2), "estimate_s": p.estimate_s, "outcomes": outcomes})
+    for m in per_mode.values():
+        m["cpu_s_per_case"] = round(m["cpu_s"] / m["cases"], 4)
+        m["cpu_s"] = round(m["cpu_s"], 2)
+    return {"seed": seed, "target": str(base), "plans": per_plan, "per_family_mode_role": per_mode,
+            "total_cpu_s": round(sum(p["cpu_s"] for p in per_plan), 1)}
+
+
+def _main(argv=None) -> int:
+    import argparse
+    import subprocess
+
+    ap = argparse.ArgumentParser(prog="python -m conformance.cases.plan",
+                                 description="print a kernel's CI plan, or run and time every plan (--measure)")
+    ap.add_argument("--kernel", default=None, help="one kernel (default: every registered kernel)")
+    ap.add_argument("--target", default="cpu")
+    ap.add_argument("--tier", default="statistical", choices=TIERS)
+    ap.add_argument("--seed", default="0", help="run seed (decimal or 0x-hex)")
+    ap.add_argument("--measure", default=None, metavar="OUT.json", help="run every plan row and write CPU seconds")
+    args = ap.parse_args(argv)
+    from conformance.cases.seeds import parse_seed
+
+    registry.load_all()
+    seed = parse_seed("--seed", args.seed)
+    if args.measure:
+        doc = measure([args.kernel] if args.kernel else None, args.target, seed=seed)
+
+        def git(*a):
+            p = subprocess.run(["git", *a], capture_output=True, text=True)
+            return p.stdout.strip() if p.returncode == 0 else None
+        doc.update(commit=git("rev-parse", "HEAD"), tree_clean=git("status", "--porcelain") == "",
+                   cpu_count=os.cpu_count(), time_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        with open(args.measure, "w") as f:
+            json.dump(doc, f, indent=1)
+        print(f"total {doc['total_cpu_s']} CPU s; wrote {args.measure}")
+        return 0
+    from conformance.cases.strategies import suite_target
+
+    for k in ([registry.get_kernel(args.kernel)] if args.kernel else registry.all_kernels()):
+        t = suite_target(k, parse_target(args.target), args.tier)
+        p = build_plan(k, t, args.tier, seed=seed)
+        print(f"{k.name} {args.tier} on {t}: {p.mode}, {len(p.classes)} classes, {len(p.rows)} rows, "
+              f"~{p.estimate_s} CPU s; tiles: {p.tiles.source}" + (f"; {p.refusal}" if p.refusal else ""))
+        for r in p.rows:
+            print(f"  {r.index:3d} {r.role:7s} {r.label:48s} {r.case.id}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(_main())
