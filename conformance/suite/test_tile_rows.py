@@ -35,7 +35,7 @@ def _table(planar: bool):
     operand takes (the kind's planar rows, then the main rows above them)."""
     dev = kernel_device()
     if dev == "cpu":
-        kind, N, K = "interpreter", 256, 512
+        kind, N, K = "interpreter", 128, 256  # 2 groups of 128, 2 K tiles: every path, at interpreter cost
     else:
         # 2048: every row's tiles run full-size (N and K span many blocks and splits); at 4096 x 4096 no GPU test
         # finished within 140 s on an H200 (8 workers; not profiled: weight generation and fp64 references grow 4x)
