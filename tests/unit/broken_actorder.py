@@ -63,16 +63,3 @@ class ActOrderZerosNaturalOrder(TorchDequantW4A16):
         wd = ((w.q.long() - w.zero_points().long()[natural]).to(x.dtype) * w.scales[g].to(x.dtype)).to(x.device)
         y = x.reshape(-1, w.K).float() @ wd.float()
         return y.to(x.dtype).reshape(*x.shape[:-1], w.N)
-
-
-BROKEN = {c.name: c for c in (ActOrderXNotPermuted, ActOrderInversePerm, ActOrderZerosNaturalOrder)}
-
-
-def register_all() -> None:
-    for cls in BROKEN.values():
-        register_kernel(cls)
-
-
-def unregister_all() -> None:
-    for name in BROKEN:
-        registry.unregister_kernel(name)

@@ -48,7 +48,6 @@ class FakeWrongDtype(TritonW4A16):
         return self.op(x, o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias)
 
 
-BROKEN = {c.name: c for c in (FakeWrongDtype,)}
 
 # contract mutant -> (plugin module, its one bug, the contract check that must fail it)
 CONTRACT_BUGS = {
@@ -61,13 +60,3 @@ CONTRACT_BUGS = {
     "mutant_wrapped_quant": (CONTRACT_PLUGIN, "quant op wrapped in another op: the RMSNorm fusion pass cannot match "
                              "it", "fusion"),
 }
-
-
-def register_all() -> None:
-    for cls in BROKEN.values():
-        register_kernel(cls)
-
-
-def unregister_all() -> None:
-    for name in BROKEN:
-        registry.unregister_kernel(name)

@@ -168,16 +168,3 @@ class Fp8FnuzMax240(Fp8GroupQuantTriton):
 
     def load(self, config, _unused=None):
         return common.params_from_config(config, fp8_max={"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0})
-
-
-BROKEN = {c.name: c for c in (Fp8ReciprocalScale, Fp8Ue8m0RoundDown, Fp8NoEps, Fp8ScalesRowMajor, Fp8FnuzMax240)}
-
-
-def register_all() -> None:
-    for cls in BROKEN.values():
-        register_kernel(cls)
-
-
-def unregister_all() -> None:
-    for name in BROKEN:
-        registry.unregister_kernel(name)

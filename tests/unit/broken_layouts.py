@@ -115,18 +115,3 @@ class Bf16ScalesViaFp16(TritonW4A16):
         if o.scales.dtype == torch.bfloat16:
             o.scales = o.scales.to(torch.float16).to(torch.bfloat16)
         return resync_planar(o)
-
-
-BROKEN = {c.name: c for c in (V1ReadAsV2, AwqQweightSequential, AwqQzerosSequential, CtWeightNotTransposed,
-                              SymmetricNoBias, Bf16ScalesViaFp16)}
-
-
-def register_all() -> None:
-    for cls in BROKEN.values():
-        register_kernel(cls)
-
-
-def unregister_all() -> None:
-    for name in BROKEN:
-        registry.unregister_kernel(name)
-

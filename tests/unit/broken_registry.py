@@ -56,7 +56,7 @@ def _kernel_classes(mod) -> list[type]:
 
 
 def _register(mod) -> None:
-    for fn in ("register_all", "register"):  # broken_accumulation.py names its function register()
+    for fn in ("register_all", "register"):  # broken_kernels.py: register_all; broken_accumulation.py: register
         if callable(getattr(mod, fn, None)):
             getattr(mod, fn)()
             return

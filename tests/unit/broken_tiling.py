@@ -8,7 +8,6 @@ tests/unit/broken_registry.py lists every broken kernel.
 """
 from __future__ import annotations
 
-from conformance.core import registry
 from conformance.core.registry import register_kernel
 from tests.unit.broken_mutant_gemm import TritonLaunchMutant
 
@@ -45,16 +44,3 @@ class GroupIndexRoundedUp(TritonLaunchMutant):
     name = "broken_group_index_rounded_up"
     bug = "a K tile's group index rounded up, wrong for tiles that start inside a group"
     bugs = ("group_round_up",)
-
-
-BROKEN = {c.name: c for c in (KTailDropped, SplitRemainderDropped, GroupIndexRoundedUp)}
-
-
-def register_all() -> None:
-    for cls in BROKEN.values():
-        register_kernel(cls)
-
-
-def unregister_all() -> None:
-    for name in BROKEN:
-        registry.unregister_kernel(name)
