@@ -1,0 +1,161 @@
+"""Collection: parametrization of the suite fixtures, the CI plan's test items (plan rows), hypothesis seeding
+from the run seed, and deselection of tests parametrized by kernels outside --conformance-kernels/--conformance-case."""
+from __future__ import annotations
+
+import pytest
+
+from conformance.plugin.options import _replay_case, _target, _tiers
+from conformance.plugin.state import _State
+
+
+def _seeded(config) -> bool:
+    """Whether the suite's hypothesis draws take the run seed: always in the ci profile, elsewhere only when a
+    seed was given (nightly and exhaustive stay random by default)."""
+    st: _State = config._conformance
+    return config.getoption("--conformance-profile") == "ci" or st.seed_source in ("--conformance-seed",
+                                                                                   "CONFORMANCE_SEED")
+
+
+def kernel_names(config, family: str) -> list[str]:
+    """Sorted names of the kernels of `family` selected by --conformance-kernels (and --conformance-case)."""
+    from conformance.core import registry
+
+    ks = registry.all_kernels(family)
+    opt = config.getoption("--conformance-kernels")
+    if opt:
+        wanted = {k.name for k in registry.resolve_kernels(opt)}
+        ks = [k for k in ks if k.name in wanted]
+    case = _replay_case(config)
+    if case is not None:
+        ks = [k for k in ks if k.name == case.kernel]
+    return sorted(k.name for k in ks)
+
+
+def pytest_generate_tests(metafunc):
+    config = metafunc.config
+    if "conformance_kernel_name" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("conformance_family")
+        if marker is None:
+            from conformance.core.registry import FAMILIES
+
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: conformance_kernel_name needs "
+                                    f"@pytest.mark.conformance_family(NAME), NAME one of {list(FAMILIES)}")
+        names = kernel_names(config, marker.args[0])
+        metafunc.parametrize("conformance_kernel_name", names, ids=names)
+    if "conformance_tier" in metafunc.fixturenames:
+        tiers = _tiers(config)
+        case = _replay_case(config)
+        if case is not None:
+            tiers = [t for t in tiers if t == case.tier]
+        metafunc.parametrize("conformance_tier", tiers, ids=tiers)
+    if "conformance_plan_row" in metafunc.fixturenames:
+        rows = plan_rows(config)
+        metafunc.parametrize("conformance_plan_row", rows, ids=[r.id for r in rows])
+
+
+class PlanItem:
+    """One plan test: a row of a kernel's CI plan, a failed case replayed from an earlier run, the
+    --conformance-case case, or (case None) a (kernel, tier) whose plan has no rows, skipped with `skip`."""
+
+    def __init__(self, test_id: str, kernel: str, tier: str, target, case=None, role: str = "class",
+                 index: int | None = None, skip: str | None = None):
+        self.id, self.kernel, self.tier, self.target = test_id, kernel, tier, target
+        self.case, self.role, self.index, self.skip = case, role, index, skip
+
+    def properties(self) -> dict:
+        """What the controller needs from the test's report: the plan's key, the row, the case id."""
+        return {"kernel": self.kernel, "tier": self.tier, "target": str(self.target), "role": self.role,
+                "index": self.index, "case_id": self.case.id if self.case is not None else None}
+
+
+def plan_rows(config) -> list[PlanItem]:
+    """The plan tests of this run, in order: per selected kernel (every family, sorted) and tier, the failed
+    cases an earlier run remembered (role "replayed"), then the plan's rows (ids `<kernel>-<tier>-<index>`), or
+    one skipped item `<kernel>-<tier>` naming why the plan is empty. The target of each is the one the suite
+    draws for (strategies.suite_target: a simulated target where a kernel runs its model). With
+    --conformance-case: that case only. A pure function of the options, the registry, the run seed and the replay
+    file, so every xdist worker collects the same items."""
+    from conformance.cases import plan, strategies
+    from conformance.cases.ids import parse_case_id
+    from conformance.cases.profiles import get_profile
+    from conformance.core import registry
+    from conformance.core.registry import FAMILIES
+
+    st: _State = config._conformance
+    profile = get_profile(config.getoption("--conformance-profile"))
+    replay = _replay_case(config)
+    target = _target(config)
+    out = []
+    for fam in FAMILIES:
+        for name in kernel_names(config, fam):
+            k = registry.get_kernel(name)
+            for tier in _tiers(config):
+                if replay is not None:
+                    if (replay.kernel, replay.tier) == (name, tier):
+                        out.append(PlanItem(f"{name}-{tier}-case", name, tier, target, replay, "case"))
+                    continue
+                t = strategies.suite_target(k, target, tier, profile)
+                p = plan.build_plan(k, t, tier, seed=st.seed, profile=profile)
+                replayed = plan.replay_case_ids(name, tier, t)
+                for j, cid in enumerate(replayed):
+                    out.append(PlanItem(f"{name}-{tier}-replay{j}", name, tier, t, parse_case_id(cid), "replayed"))
+                if not p.rows:
+                    out.append(PlanItem(f"{name}-{tier}", name, tier, t, role="none", skip=p.refusal))
+                for r in p.rows:
+                    if r.case.id not in replayed:  # a remembered row of this very plan runs once, first
+                        out.append(PlanItem(f"{name}-{tier}-{r.index}", name, tier, t, r.case, r.role, r.index))
+    return out
+
+
+KERNEL_PARAMS = ("kernel", "kernel_name")  # parameter names that carry one registered kernel (object or name)
+
+
+def pytest_collection_modifyitems(config, items):
+    _seed_hypothesis(config, items)
+    _deselect_other_kernels(config, items)
+
+
+def _seed_hypothesis(config, items) -> None:
+    """The suite's hypothesis tests (those parametrized over conformance_kernel_name) draw from the run seed
+    (hypothesis.seed), the same on every xdist worker: the same seed draws the same cases, another commit others.
+    In the ci profile they also get the ci example database (profiles.seeded_settings: failures found by an
+    earlier run replay first). Tests with their own seed are left alone; nightly/exhaustive only with a given seed."""
+    if not _seeded(config):
+        return
+    from conformance.cases.profiles import get_profile, seed_test
+
+    st: _State = config._conformance
+    profile = get_profile(config.getoption("--conformance-profile"))
+    for item in items:
+        fn = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        if "conformance_kernel_name" not in getattr(item, "fixturenames", ()) or \
+                not getattr(fn, "is_hypothesis_test", False):
+            continue
+        if getattr(fn, "_conformance_seeded", None) == st.seed:  # one function, many parametrized items
+            continue
+        if fn._hypothesis_internal_use_seed is not None and getattr(fn, "_conformance_seeded", None) is None:
+            continue  # the test pins its own seed
+        seed_test(fn, profile, st.seed)
+        fn._conformance_seeded = st.seed
+
+
+def _deselect_other_kernels(config, items) -> None:
+    """--conformance-kernels (and --conformance-case) also narrow tests parametrized over kernels outside
+    the suite fixtures (contract checks: `kernel`; regressions: `kernel_name`): other kernels are deselected."""
+    from conformance.core.registry import Kernel
+
+    if not (config.getoption("--conformance-kernels") or _replay_case(config) is not None):
+        return
+    from conformance.core.registry import FAMILIES
+
+    wanted = {name for fam in FAMILIES for name in kernel_names(config, fam)}
+    keep, drop = [], []
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        names = [v.name if isinstance(v, Kernel) else v for k, v in params.items() if k in KERNEL_PARAMS]
+        (drop if any(isinstance(n, str) and n not in wanted for n in names) else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+

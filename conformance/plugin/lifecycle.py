@@ -1,0 +1,79 @@
+"""Configuration and teardown: kernel loading, markers, option validation, the run's state and seed, the time limit
+and hang hooks; the seed handed to xdist workers; the report header."""
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _worker_hang
+from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
+from conformance.plugin.state import _State
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """xdist controller: hand the run seed to each worker (a random nightly seed must be the same everywhere)."""
+    st = getattr(node.config, "_conformance", None)
+    if st is not None:
+        node.workerinput["conformance_seed"] = st.seed
+        node.workerinput["conformance_seed_source"] = st.seed_source
+
+
+
+def pytest_report_header(config):
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return None
+    from conformance.cases.seeds import describe
+
+    return f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"
+
+
+
+def pytest_configure(config):
+    from conformance.cases import profiles
+    from conformance.checks import timeout
+    from conformance.core import registry, workers
+
+    # before anything touches CUDA (loading kernels probes it): one GPU per xdist worker on multi-GPU hosts
+    config._conformance_gpu_pin = workers.pin_worker()
+    try:
+        registry.load_all(config.getoption("--conformance-plugin"),
+                          entry_points=False if config.getoption("--conformance-no-entry-points") else None)
+    except registry.RegistryError as e:
+        raise pytest.UsageError("--conformance-plugin: " + " ".join(str(e).splitlines())) from None
+    # the suite's markers, registered here so the shipped suite runs from an installed wheel (no pyproject.toml)
+    for line in ("conformance_family(name): the kernel family a suite test parametrizes over",
+                 "gpu: needs a CUDA/ROCm device (skipped with a reason elsewhere)",
+                 "interop: checks against a third-party library that writes a format",
+                 "slow: excluded from the ci profile"):
+        config.addinivalue_line("markers", line)
+    _check_options(config)
+    profiles.load_profile(config.getoption("--conformance-profile"))
+    config._conformance = st = _State()
+    st.seed, st.seed_source = _resolve_seed(config)
+    timeout.configure(_timeout_limit(config), propagate=True)
+    if _is_worker(config):
+        timeout.on_hang(lambda info, seconds: _worker_hang(config, info, seconds), key="pytest")
+    else:
+        st.hang_dir = tempfile.mkdtemp(prefix="conformance-hang-")
+        os.environ[_HANG_DIR_ENV] = st.hang_dir  # xdist workers start after this and inherit it
+        timeout.on_hang(lambda info, seconds: _local_hang(config, info, seconds), key="pytest")
+
+
+def pytest_unconfigure(config):
+    from conformance.checks import timeout
+
+    timeout.configure(None, propagate=False)  # in-process callers after this run get no limit
+    timeout.on_hang(None, key="pytest")
+    st = getattr(config, "_conformance", None)
+    if st is not None and st.hang_dir and not _is_worker(config):
+        import shutil
+
+        shutil.rmtree(st.hang_dir, ignore_errors=True)
+        if os.environ.get(_HANG_DIR_ENV) == st.hang_dir:
+            del os.environ[_HANG_DIR_ENV]
+
+

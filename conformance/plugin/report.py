@@ -1,0 +1,96 @@
+"""The JSON report (--conformance-report): written atomically, incrementally during the run and complete at the end,
+and what it summarizes (CI plan coverage, cases per second, the selection ledger)."""
+from __future__ import annotations
+
+import json
+import time
+
+from conformance.plugin.options import _is_worker, _target
+
+REPORT_INTERVAL_S = 2.0
+
+
+def _write_if_asked(config, *, complete: bool, force: bool = False) -> None:
+    """Write --conformance-report (if given) atomically; incremental writes at most every REPORT_INTERVAL_S."""
+    path = config.getoption("--conformance-report")
+    st = getattr(config, "_conformance", None)  # conformance.plugin.state._State
+    if not path or st is None or _is_worker(config):
+        return
+    now = time.monotonic()
+    if not force and now - st.last_write < REPORT_INTERVAL_S:
+        return
+    st.last_write = now
+    write_report(path, st.records, config, produced=st.produced(), complete=complete, crashed=st.crashed)
+
+
+def write_report(path: str, records: list[dict], config, produced: int | None = None, *, complete: bool = True,
+                 crashed=()) -> None:
+    """Atomically write {"target", "profile", "selection", "records", "produced", "complete", "crashed_workers"}
+    JSON (temp file, then rename). `produced`: how many records the processes made (each worker counts its own,
+    crash records included); a sound merge has len(records) == produced. `complete` is False for the incremental
+    writes during the run."""
+    from conformance.reports.files import atomic_write_text
+
+    st = getattr(config, "_conformance", None)
+    doc = {"target": str(_target(config)), "profile": config.getoption("--conformance-profile"),
+           "seed": st.seed if st else None, "seed_source": st.seed_source if st else None,
+           "selection": ledger(config), "records": records, "produced": produced, "complete": complete,
+           "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
+           "cases_per_second": throughput(config)}
+    atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
+
+
+
+def plan_summary(config) -> list[dict]:
+    """Per (kernel, tier, target) whose plan tests ran: conformance.cases.plan.coverage_summary (accepted classes,
+    run, pair-covered, rows, per-class details) plus how many of its rows reported ("rows_ran")."""
+    from conformance.cases.plan import coverage_summary
+    from conformance.cases.profiles import get_profile
+    from conformance.core import registry
+
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return []
+    profile = get_profile(config.getoption("--conformance-profile"))
+    out = []
+    for (kernel, tier, target), indices in sorted(st.plan_ran.items()):
+        try:
+            k = registry.get_kernel(kernel)
+        except Exception:  # noqa: BLE001 - a kernel gone since collection: nothing to summarize
+            continue
+        s = coverage_summary(k, target, tier, seed=st.seed, profile=profile)
+        out.append(dict(s, rows_ran=len([i for i in indices if i is not None])))
+    return out
+
+
+def throughput(config) -> dict:
+    """Per family: cases judged, the seconds of the tests that judged them, and cases per second."""
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return {}
+    return {fam: {"cases": n, "seconds": round(st.family_seconds[fam], 2),
+                  "cases_per_second": round(n / st.family_seconds[fam], 2) if st.family_seconds[fam] else None}
+            for fam, n in sorted(st.family_cases.items())}
+
+
+
+def ledger(config) -> list[dict]:
+    """Per representative config class (each family's `ledger_configs`): the kernel selected on the target and
+    every refusal reason."""
+    from conformance.core import registry
+    from conformance.families import all_families
+
+    st = getattr(config, "_conformance", None)
+    if st is not None and st.ledger is not None:  # the same for the whole run: computed once
+        return st.ledger
+    t = _target(config)
+    out = []
+    for fam in all_families():
+        for cfg in fam.ledger_configs():
+            sel = registry.select(cfg, t)  # gates that raise are refusals (registry containment), never a crash
+            out.append({"family": fam.name, "config": cfg.to_dict(), **sel.to_dict()})
+    if st is not None:
+        st.ledger = out
+    return out
+
+

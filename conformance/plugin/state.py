@@ -1,0 +1,143 @@
+"""Run state and records: the per-run _State, records attached to each test report (workers and single process)
+and merged on the controller in arrival order, plan rows that ran, per-family throughput, and session start/end."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from conformance.plugin.options import _is_worker
+from conformance.plugin.report import _write_if_asked
+
+_RECORDS_ATTR = "conformance_records"
+_PRODUCED_KEY = "conformance_produced"
+
+
+class _State:
+    def __init__(self):
+        self.records: list[dict] = []  # merged (controller / single process)
+        self.attached = 0  # how many of this process's results.records() went into reports
+        self.produced_by: dict[str, int] = {}  # xdist worker id -> records it made (running, then final count)
+        self.crash_records = 0  # records the controller made for crashed workers
+        self.crashed: list[dict] = []  # {"worker", "test"} per crashed worker
+        self.last_write = 0.0
+        self.ledger: list[dict] | None = None
+        self.hang_dir: str | None = None
+        self.seed: int = 0  # the run seed (conformance.cases.seeds); the same on every xdist worker
+        self.seed_source: str = ""
+        self.plan_ran: dict = {}  # (kernel, tier, target) -> row indices whose tests reported (controller)
+        self.plan_failed: list[dict] = []  # failed plan / replayed cases: the replay file's new entries
+        self.plan_passed: set = set()  # case ids that passed: dropped from the replay file
+        self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
+        self.family_seconds: Counter = Counter()  # family -> seconds of the tests that judged them
+
+    def produced(self) -> int:
+        """Records made by every process: this one, each worker (its final or last reported count), crash records."""
+        return self.attached + sum(self.produced_by.values()) + self.crash_records
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    from conformance.checks import timeout
+    from conformance.core import results
+
+    st: _State = item.config._conformance
+    recs = results.records()
+    new = recs[st.attached:]
+    st.attached = len(recs)
+    if new:
+        setattr(rep, _RECORDS_ATTR, new)
+    setattr(rep, _PRODUCED_KEY, st.attached)  # this process's running count: the controller's loss check
+    if call.excinfo is not None and call.excinfo.errisinstance(timeout.CaseTimeout):
+        e = call.excinfo.value  # one line, not a traceback: the verdict (case id, replay) is in the records
+        rep.longrepr = e.verdict.line() if e.verdict is not None else f"ERROR -- {e}"
+
+
+def pytest_runtest_logreport(report):
+    if not _STATE_HOLDER:
+        return
+    st = _STATE_HOLDER[0]
+    recs = getattr(report, _RECORDS_ATTR, None)
+    if recs:
+        st.records.extend(recs)
+    if _CONFIG_HOLDER and not _is_worker(_CONFIG_HOLDER[0]):
+        _note_plan(st, report)
+        _note_throughput(st, report, recs or [])
+    node = getattr(report, "node", None)  # xdist controller: the worker this report came from
+    count = getattr(report, _PRODUCED_KEY, None)
+    if node is not None and isinstance(count, int):
+        wid = _worker_id(node)
+        st.produced_by[wid] = max(st.produced_by.get(wid, 0), count)
+    if _CONFIG_HOLDER:
+        _write_if_asked(_CONFIG_HOLDER[0], complete=False)
+
+
+_STATE_HOLDER: list[_State] = []
+_CONFIG_HOLDER: list = []
+_PLAN_PROPERTY = "conformance_plan"  # user property of a plan test (xdist carries it to the controller)
+
+
+def _note_plan(st: _State, report) -> None:
+    """Controller: a plan test's outcome (its call, or a setup that did not pass): which rows of which plan ran,
+    and the case ids that passed or failed (the replay file's update at session end)."""
+    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return
+    for name, value in getattr(report, "user_properties", ()):
+        if name != _PLAN_PROPERTY or not isinstance(value, dict):
+            continue
+        if value.get("role") != "case":  # a --conformance-case replay says nothing about the plan's coverage
+            st.plan_ran.setdefault((value["kernel"], value["tier"], value["target"]), set()).add(value.get("index"))
+        cid = value.get("case_id")
+        if cid and report.failed:
+            st.plan_failed.append({k: value[k] for k in ("case_id", "kernel", "tier", "target")} | {"seed": st.seed})
+        elif cid and report.passed:
+            st.plan_passed.add(cid)
+
+
+def _note_throughput(st: _State, report, recs: list[dict]) -> None:
+    """Controller: cases judged (pass/fail/error records of a tier check) and the seconds of the test that judged
+    them, per family; a test's seconds are shared among its records' families."""
+    from conformance.cases.ids import TIERS
+
+    if report.when != "call":
+        return
+    judged = Counter(r.get("family") for r in recs
+                     if r.get("check") in TIERS and r.get("outcome") in ("pass", "fail", "error") and r.get("family"))
+    total = sum(judged.values())
+    for fam, n in judged.items():
+        st.family_cases[fam] += n
+        st.family_seconds[fam] += report.duration * n / total
+
+
+def _worker_id(node) -> str:
+    gw = getattr(node, "gateway", None)
+    return getattr(gw, "id", None) or getattr(node, "workerinput", {}).get("workerid", "gw?")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    _STATE_HOLDER[:] = [session.config._conformance]
+    _CONFIG_HOLDER[:] = [session.config]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    config = session.config
+    st: _State = config._conformance
+    from conformance.core import results
+
+    leftovers = results.records()[st.attached:]  # recorded outside any test (e.g. session fixtures)
+    st.attached += len(leftovers)
+    if _is_worker(config):
+        config.workeroutput[_RECORDS_ATTR] = json.dumps(leftovers)
+        config.workeroutput[_PRODUCED_KEY] = st.attached  # the controller checks its merge against this count
+        return
+    st.records.extend(leftovers)
+    if st.plan_failed or st.plan_passed:  # the controller only: failed plan cases run first next time
+        from conformance.cases.plan import remember_failures
+
+        remember_failures(st.plan_passed, st.plan_failed)
+    _write_if_asked(config, complete=True, force=True)
+

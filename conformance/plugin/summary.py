@@ -1,0 +1,126 @@
+"""The terminal summary: verdicts per kernel and check, run modes per kernel (a loud warning for a requested kernel
+of which nothing ran), CI plan coverage, cases per second, the selection ledger and the replay lines of failures."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from conformance.plugin.options import _is_worker, _target
+from conformance.plugin.report import ledger, plan_summary, throughput
+from conformance.plugin.state import _State
+
+
+def _class_label(entry: dict) -> str:
+    from conformance.families import get_family
+
+    fam = get_family(entry["family"])
+    return fam.ledger_label(fam.config_type(**entry["config"]))
+
+
+REAL_MODES = ("device", "interpreter")  # run modes that executed the kernel's real code
+
+
+def run_counts(last: dict) -> dict:
+    """Per kernel, from the last verdict of each (kernel, check, case): cases that ran the real code (device or
+    interpreter), ran the kernel's model, or ran nothing (skip): {kernel: Counter(real=, model=, skipped=)}."""
+    out = defaultdict(Counter)
+    for (kern, _check, _case), r in last.items():
+        if r["outcome"] == "skip" or not r.get("run_mode"):
+            out[kern]["skipped"] += 1
+        elif r["run_mode"] in REAL_MODES:
+            out[kern]["real"] += 1
+            out[kern][r["run_mode"]] += 1
+        else:
+            out[kern]["model"] += 1
+    return out
+
+
+def _skip_reasons(tr, kernel: str, last: dict) -> list[str]:
+    """Distinct skip reasons for `kernel`: its skip records and its skipped tests (parametrized by its name)."""
+    reasons = [r.get("detail", "") for (k, _c, _i), r in last.items() if k == kernel and r["outcome"] == "skip"]
+    for rep in tr.stats.get("skipped", []):
+        if f"[{kernel}" in rep.nodeid or f"-{kernel}-" in rep.nodeid or f"-{kernel}]" in rep.nodeid:
+            lr = rep.longrepr
+            reasons.append(lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr))
+    return sorted({" ".join(r.split())[:300] for r in reasons if r})
+
+
+def _write_run_modes(tr, config, last: dict) -> None:
+    """How each kernel ran: cases that ran real code (device/interpreter), its model, or nothing. A kernel named by
+    --conformance-kernels whose every case ran nothing gets a loud WARNING line with the skip reasons (the session's
+    exit status is left as pytest set it: a gate that refuses a target is a legitimate answer, but a run that
+    tested nothing of a kernel someone asked for must not read as a pass)."""
+    counts = run_counts(last)
+    tr.write_sep("-", "run modes per kernel (cases: real code = device/interpreter, model, nothing = skipped)")
+    for kern in sorted(counts):
+        c = counts[kern]
+        real = ", ".join(f"{m} {c[m]}" for m in REAL_MODES if c[m])
+        tr.write_line(f"{kern}: real code {c['real']}" + (f" ({real})" if real else "")
+                      + f", model {c['model']}, nothing (skipped) {c['skipped']}")
+    opt = config.getoption("--conformance-kernels")
+    requested = [n.strip() for n in opt.split(",") if n.strip()] if opt else []
+    for kern in requested:
+        c = counts.get(kern, Counter())
+        if c["real"] or c["model"]:
+            continue
+        reasons = _skip_reasons(tr, kern, last)
+        tr.write_line(f"WARNING: kernel {kern} was requested (--conformance-kernels) but NOTHING of it ran: every "
+                      f"case was skipped; reasons: {reasons or ['no case was drawn or recorded']}", red=True, bold=True)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if _is_worker(config):
+        return
+    st: _State = config._conformance
+    tr = terminalreporter
+    recs = st.records
+    if not recs:
+        if config.getoption("--conformance-kernels"):  # requested kernels that recorded nothing still say so
+            _write_run_modes(tr, config, {})
+        return
+    from conformance.cases.seeds import describe
+
+    tr.write_sep("=", f"conformance summary (target {_target(config)}, profile "
+                      f"{config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)})")
+    # last verdict per (kernel, check, case): hypothesis's shrink replays do not inflate counts
+    last = {}
+    for r in recs:
+        last[(r["kernel"], r["check"], r.get("case_id") or id(r))] = r
+    table = defaultdict(Counter)
+    modes = defaultdict(set)
+    for (kern, check, _), r in sorted(last.items(), key=lambda kv: (kv[0][0], kv[0][1], str(kv[0][2]))):
+        table[(kern, check)][r["outcome"]] += 1
+        if r.get("run_mode"):
+            modes[(kern, check)].add(r["run_mode"])
+    w = max(len(k) for k, _ in table) + 2
+    tr.write_line(f"{'kernel':<{w}}{'check':<14}{'run_mode':<22}{'pass':>6}{'fail':>6}{'error':>6}{'skip':>6}")
+    for (kern, check), c in sorted(table.items()):
+        tr.write_line(f"{kern:<{w}}{check:<14}{','.join(sorted(modes[(kern, check)])) or '-':<22}"
+                      f"{c['pass']:>6}{c['fail']:>6}{c['error']:>6}{c['skip']:>6}")
+    _write_run_modes(tr, config, last)
+    from conformance.cases.plan import summary_line
+    from conformance.reports.report import throughput_lines
+
+    plans = plan_summary(config)
+    if plans:
+        tr.write_sep("-", "CI plan coverage per kernel and tier (classes accepted / run / pair-covered; "
+                          "details in --conformance-report)")
+        for s in plans:
+            tr.write_line(summary_line(s))
+    tp = throughput(config)
+    if tp:
+        tr.write_sep("-", "cases judged per second, per family")
+        for line in throughput_lines(tp):
+            tr.write_line(line)
+    tr.write_sep("-", "selection ledger")
+    for e in ledger(config):
+        tr.write_line(f"{_class_label(e)}: selected {e['selected'] or 'NOTHING'}")
+        for r in e["refused"]:
+            tr.write_line(f"    {r['kernel']} refused: {r['reason']}")
+    bad = [r for r in last.values() if r["outcome"] in ("fail", "error")]
+    if bad:
+        tr.write_sep("-", f"{len(bad)} failing case(s): replay lines")
+        for r in bad:
+            if r.get("case_id"):
+                tr.write_line(f"{r['outcome'].upper()} {r['case_id']} [{r.get('run_mode')}]  {r.get('replay', '')}")
+            else:  # a worker crash outside any case: no id to replay, so say what died
+                tr.write_line(f"{r['outcome'].upper()} {r['kernel']}: {r.get('detail', '')}")
