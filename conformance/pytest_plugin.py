@@ -21,8 +21,8 @@ from conformance.plugin.crash import (  # noqa: F401
     _item_kernel_check,
     _local_hang,
     _worker_hang,
-    pytest_handlecrashitem,
-    pytest_testnodedown,
+    crashed_item,
+    node_down,
 )
 from conformance.plugin.fixtures import (  # noqa: F401
     conformance_case,
@@ -32,7 +32,6 @@ from conformance.plugin.fixtures import (  # noqa: F401
 )
 from conformance.plugin.lifecycle import (  # noqa: F401
     pytest_configure,
-    pytest_configure_node,
     pytest_report_header,
     pytest_unconfigure,
 )
@@ -80,3 +79,15 @@ from conformance.plugin.summary import (  # noqa: F401
     pytest_terminal_summary,
     run_counts,
 )
+from conformance.plugin.xdist_hooks import XdistHooks, configure_node  # noqa: F401
+
+# The xdist hooks' former names here, kept importable but not module attributes: pluggy registers every `pytest_*`
+# attribute of a plugin module, and these must be registered only when xdist is active (XdistHooks).
+_XDIST_HOOKS = {"pytest_configure_node": configure_node, "pytest_testnodedown": node_down,
+                "pytest_handlecrashitem": crashed_item}
+
+
+def __getattr__(name):
+    if name in _XDIST_HOOKS:
+        return _XDIST_HOOKS[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,8 +6,6 @@ from __future__ import annotations
 import json
 import os
 
-import pytest
-
 from conformance.plugin.report import _write_if_asked
 from conformance.plugin.state import _PRODUCED_KEY, _RECORDS_ATTR, _STATE_HOLDER, _State, _worker_id
 
@@ -42,9 +40,10 @@ def _local_hang(config, info: dict, seconds: float) -> None:
     _write_if_asked(config, complete=False, force=True)
 
 
-def pytest_testnodedown(node, error):
-    """xdist controller: a worker's records made outside tests and its final count arrive with its workeroutput
-    (a crashed worker has none: its last reported running count stands)."""
+def node_down(node, error) -> None:
+    """xdist controller (pytest_testnodedown, conformance.plugin.xdist_hooks): a worker's records made outside
+    tests and its final count arrive with its workeroutput (a crashed worker has none: its last
+    reported running count stands)."""
     out = getattr(node, "workeroutput", None) or {}
     extra = out.get(_RECORDS_ATTR)
     if not _STATE_HOLDER:
@@ -56,11 +55,10 @@ def pytest_testnodedown(node, error):
         st.produced_by[_worker_id(node)] = out[_PRODUCED_KEY]
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_handlecrashitem(crashitem, report, sched):
-    """xdist controller: a worker died while running `crashitem`. Its kernel gets an `error` record (detail
-    `worker crashed`, or the timeout and case id its watchdog left), attached to the failed report so it is merged
-    and counted like any record."""
+def crashed_item(crashitem, report, sched) -> None:
+    """xdist controller (pytest_handlecrashitem, conformance.plugin.xdist_hooks): a worker died while running
+    `crashitem`. Its kernel gets an `error` record (detail `worker crashed`, or the timeout and case id its watchdog
+    left), attached to the failed report so it is merged and counted like any record."""
     if not _STATE_HOLDER:
         return
     st = _STATE_HOLDER[0]

@@ -1,5 +1,5 @@
 """Configuration and teardown: kernel loading, markers, option validation, the run's state and seed, the time limit
-and hang hooks; the seed handed to xdist workers; the report header."""
+and hang hooks (the xdist-only hooks registered when xdist is active); the report header."""
 from __future__ import annotations
 
 import os
@@ -7,19 +7,10 @@ import tempfile
 
 import pytest
 
+from conformance.plugin import xdist_hooks
 from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _worker_hang
 from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
 from conformance.plugin.state import _State
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node):
-    """xdist controller: hand the run seed to each worker (a random nightly seed must be the same everywhere)."""
-    st = getattr(node.config, "_conformance", None)
-    if st is not None:
-        node.workerinput["conformance_seed"] = st.seed
-        node.workerinput["conformance_seed_source"] = st.seed_source
-
 
 
 def pytest_report_header(config):
@@ -53,6 +44,7 @@ def pytest_configure(config):
     _check_options(config)
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
+    xdist_hooks.register(config)
     st.seed, st.seed_source = _resolve_seed(config)
     timeout.configure(_timeout_limit(config), propagate=True)
     if _is_worker(config):

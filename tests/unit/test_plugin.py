@@ -64,11 +64,12 @@ def test_unparametrized():
 
 def test_kernel_selection_narrows_kernel_parametrized_tests(tmp_path):
     """--conformance-kernels deselects contract-style tests (a `kernel` or `kernel_name` parameter) of other
-    kernels; tests without such a parameter stay."""
+    kernels; tests without such a parameter stay. Run with `-p no:xdist`: the plugin registers its xdist hooks only
+    when xdist is active (a module-level xdist hook was an INTERNALERROR `unknown hook` without it)."""
     (tmp_path / "test_kp.py").write_text(KERNEL_PARAM_FILE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q", "--collect-only",
-                        "-p", "no:cacheprovider", "--conformance-kernels", "triton_w4a16", "test_kp.py"],
+                        "-p", "no:cacheprovider", "-p", "no:xdist", "--conformance-kernels", "triton_w4a16", "test_kp.py"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     ids = sorted(line.split("::")[1] for line in p.stdout.splitlines() if "::" in line)

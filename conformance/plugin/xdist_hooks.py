@@ -1,0 +1,40 @@
+"""The plugin's pytest-xdist hooks, on their own plugin object registered (by pytest_configure) only when xdist is
+active: pytest refuses a hook it has no spec for, so with `-p no:xdist` (or xdist not installed) a module-level
+`pytest_testnodedown` would stop every run with INTERNALERROR `unknown hook`."""
+from __future__ import annotations
+
+import pytest
+
+from conformance.plugin.crash import crashed_item, node_down
+
+NAME = "conformance-xdist"  # the plugin object's name in config.pluginmanager
+
+
+def configure_node(node) -> None:
+    """xdist controller (pytest_configure_node): hand the run seed to each worker (a random nightly seed must be the
+    same everywhere)."""
+    st = getattr(node.config, "_conformance", None)
+    if st is not None:
+        node.workerinput["conformance_seed"] = st.seed
+        node.workerinput["conformance_seed_source"] = st.seed_source
+
+
+class XdistHooks:
+    """Controller-side xdist hooks; each delegates to the function that owns the concern."""
+
+    def pytest_configure_node(self, node):
+        configure_node(node)
+
+    def pytest_testnodedown(self, node, error):
+        node_down(node, error)
+
+    @pytest.hookimpl(optionalhook=True)  # a newer xdist hook: older xdist versions lack its spec
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        crashed_item(crashitem, report, sched)
+
+
+def register(config) -> None:
+    """Register XdistHooks when xdist is active (its plugin is loaded), once per config."""
+    pm = config.pluginmanager
+    if pm.hasplugin("xdist") and pm.get_plugin(NAME) is None:
+        pm.register(XdistHooks(), NAME)
