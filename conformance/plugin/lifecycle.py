@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conformance.plugin import xdist_hooks
+from conformance.plugin import threads, xdist_hooks
 from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _worker_hang
 from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
 from conformance.plugin.state import _State
@@ -19,7 +19,10 @@ def pytest_report_header(config):
         return None
     from conformance.cases.seeds import describe
 
-    return f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"
+    lines = [f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"]
+    if st.threads:
+        lines.append(threads.header(st.threads))
+    return lines
 
 
 
@@ -28,6 +31,10 @@ def pytest_configure(config):
     from conformance.checks import timeout
     from conformance.core import registry, workers
 
+    # first, before any test work and before xdist spawns workers (they inherit the exported variables): this
+    # process's share of the cores (a worker takes the controller's decision)
+    thread_info = config.workerinput.get(threads.WORKERINPUT_KEY) if _is_worker(config) else threads.decide(config)
+    thread_undo = threads.apply(thread_info, controller=not _is_worker(config)) if thread_info else None
     # before anything touches CUDA (loading kernels probes it): one GPU per xdist worker on multi-GPU hosts
     config._conformance_gpu_pin = workers.pin_worker()
     try:
@@ -44,6 +51,7 @@ def pytest_configure(config):
     _check_options(config)
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
+    st.threads, st.threads_undo = thread_info, thread_undo
     xdist_hooks.register(config)
     st.seed, st.seed_source = _resolve_seed(config)
     timeout.configure(_timeout_limit(config), propagate=True)
@@ -61,6 +69,8 @@ def pytest_unconfigure(config):
     timeout.configure(None, propagate=False)  # in-process callers after this run get no limit
     timeout.on_hang(None, key="pytest")
     st = getattr(config, "_conformance", None)
+    if st is not None:
+        threads.restore(st.threads_undo)
     if st is not None and st.hang_dir and not _is_worker(config):
         import shutil
 

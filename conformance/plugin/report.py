@@ -36,7 +36,7 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
            "seed": st.seed if st else None, "seed_source": st.seed_source if st else None,
            "selection": ledger(config), "records": records, "produced": produced, "complete": complete,
            "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
-           "cases_per_second": throughput(config)}
+           "cases_per_second": throughput(config), "threads": st.threads if st else None}
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
 
 

@@ -31,6 +31,8 @@ class _State:
         self.plan_passed: set = set()  # case ids that passed: dropped from the replay file
         self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
         self.family_seconds: Counter = Counter()  # family -> seconds of the tests that judged them
+        self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
+        self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
 
     def produced(self) -> int:
         """Records made by every process: this one, each worker (its final or last reported count), crash records."""

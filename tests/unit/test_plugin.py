@@ -6,23 +6,28 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 TEST_FILE = '''
 import os
 import pytest
+import torch
 from conformance.core import results
 
 @pytest.mark.parametrize("i", range(12))
 def test_records(i):
     for j in range(3):
         results.record("k%d" % (i % 3), "exact", "pass" if j else "fail", run_mode="model",
-                       case_id="case-%d-%d" % (i, j), worker=os.environ.get("PYTEST_XDIST_WORKER", "main"))
+                       case_id="case-%d-%d" % (i, j), worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
+                       threads=torch.get_num_threads(), omp=os.environ.get("OMP_NUM_THREADS"))
 '''
 
 
 def _run(tmp_path, *args):
     (tmp_path / "test_emit.py").write_text(TEST_FILE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    for var in THREAD_VARS:  # the plugin's own thread share, not one inherited from an outer run
+        env.pop(var, None)
     report = tmp_path / "out" / "report.json"
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q",
                         "-p", "no:cacheprovider", "--conformance-report", str(report), *args, "test_emit.py"],
@@ -32,14 +37,21 @@ def _run(tmp_path, *args):
 
 
 def test_report_merges_every_worker_record(tmp_path):
-    doc, out = _run(tmp_path, "-n", "2")
+    doc, out = _run(tmp_path, "-n", "2", "-v")  # -v undoes -q: the header is printed
     recs = doc["records"]
     assert sorted(r["case_id"] for r in recs) == sorted(f"case-{i}-{j}" for i in range(12) for j in range(3))
     assert {r["worker"] for r in recs} == {"gw0", "gw1"}
-    assert doc["target"] == "cpu" and doc["profile"] == "ci" and doc["selection"]
+    from conformance.core.targets import detect_target
+
+    assert doc["target"] == str(detect_target()) and doc["profile"] == "ci" and doc["selection"]
     # terminal summary: kernel x check table with run_mode, ledger, replay lines of the failures
     assert "conformance summary" in out and "selection ledger" in out
     assert "FAIL case-0-0 [model]" in out
+    # each worker ran with its share of the cores: torch threads and the exported OpenMP/MKL variables
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert {(r["threads"], r["omp"]) for r in recs} == {(share, str(share))}
+    assert doc["threads"]["workers"] == 2 and doc["threads"]["share"] == share, doc["threads"]
+    assert f"conformance: 2 workers x {share} thread" in out, out
 
 
 
@@ -69,7 +81,8 @@ def test_kernel_selection_narrows_kernel_parametrized_tests(tmp_path):
     (tmp_path / "test_kp.py").write_text(KERNEL_PARAM_FILE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q", "--collect-only",
-                        "-p", "no:cacheprovider", "-p", "no:xdist", "--conformance-kernels", "triton_w4a16", "test_kp.py"],
+                        "-p", "no:cacheprovider", "-p", "no:xdist", "--conformance-kernels", "triton_w4a16",
+                        "test_kp.py"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
     ids = sorted(line.split("::")[1] for line in p.stdout.splitlines() if "::" in line)
