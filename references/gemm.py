@@ -15,15 +15,17 @@ def _check_x(x: torch.Tensor, weight: CanonicalWeight) -> None:
 
 
 def reference_gemm(x: torch.Tensor, weight: CanonicalWeight, dequant_roundings: int | None = None,
-                   dequant_dtype: torch.dtype | None = None) -> torch.Tensor:
+                   dequant_dtype: torch.dtype | None = None,
+                   float_zero_dtype: torch.dtype | None = None) -> torch.Tensor:
     """y = x @ W in float64 [M, N], W the logical (dequantized) weight; exact up to fp64 rounding.
 
     With dequant_roundings (1 or 2, weight.DEQUANT_CONVENTIONS) W is first formed in dequant_dtype (default: the
-    scales' dtype) under that convention: the exact tier's reference for a kernel that declares it."""
+    scales' dtype) under that convention (float_zero_dtype: the float-zero form, CanonicalWeight.dequantize_rounded):
+    the exact tier's reference for a kernel that declares it."""
     _check_x(x, weight)
     if dequant_roundings is None:
         return x.to(torch.float64) @ weight.dequantize(torch.float64)
-    W = weight.dequantize_rounded(dequant_dtype or weight.act_dtype, dequant_roundings)
+    W = weight.dequantize_rounded(dequant_dtype or weight.act_dtype, dequant_roundings, float_zero_dtype)
     return x.to(torch.float64) @ W.to(torch.float64)
 
 

@@ -15,6 +15,9 @@ SEQUENTIAL = (0, 1, 2, 3, 4, 5, 6, 7)
 # odd ones in the high 16 bits, so the mask 0x000F000F picks a (2i, 2i+1) pair.
 INTERLEAVED = (0, 2, 4, 6, 1, 3, 5, 7)
 NIBBLE_ORDERS = {"sequential": SEQUENTIAL, "interleaved": INTERLEAVED}
+# bytes holding (even, odd) index pairs with the even one in the HIGH nibble (torch's tinygemm uint8 [N, K/2]
+# input, torchao's `(q[:, ::2] << 4) | q[:, 1::2]`): the int32 word of 8 such values, viewed as 4 little-endian bytes
+HIGH_NIBBLE_FIRST = (1, 0, 3, 2, 5, 4, 7, 6)
 
 
 def _order(order, bits: int) -> tuple[int, ...]:

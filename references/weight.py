@@ -14,6 +14,9 @@ DEQUANT_CONVENTIONS = {
     1: "(q - z) * s rounded once to the dequant dtype",
     2: "fma(q, s, round(-z * s)): -z*s rounded to the dequant dtype, then one fused multiply-add rounding (GemLite)",
 }
+# the float-zero form of two roundings (torch's int4pack GEMMs): fma(q - 8, s, z_f), z_f = round((8 - z) * s) in the
+# dtype the kernel stores it in; 8 is the midpoint the kernels subtract from every 4-bit q
+FLOAT_ZERO_OFFSET = 8
 
 
 def effective_group_size(group_size: int, K: int) -> int:
@@ -119,18 +122,31 @@ class CanonicalWeight:
         s = self.scales.to(torch.float64)[g]
         return ((self.q.to(torch.float64) - z) * s).to(dtype)
 
-    def dequantize_rounded(self, dtype: torch.dtype, roundings: int = 1) -> torch.Tensor:
+    def dequantize_rounded(self, dtype: torch.dtype, roundings: int = 1,
+                           float_zero_dtype: torch.dtype | None = None) -> torch.Tensor:
         """W [K, N] as a kernel forms it in `dtype` under DEQUANT_CONVENTIONS[roundings] (1 or 2), exactly rounded.
+        float_zero_dtype (roundings 2 only): the float-zero form fma(q - 8, s, z_f), z_f = (8 - z) * s rounded to
+        float_zero_dtype first (FLOAT_ZERO_OFFSET).
 
         Every intermediate is exact in fp64 (a short integer times an act-dtype scale, and their sum), so the one
         cast to `dtype` is the convention's single rounding."""
         require(roundings in DEQUANT_CONVENTIONS, "roundings", roundings, f"one of {list(DEQUANT_CONVENTIONS)}")
+        require(float_zero_dtype is None or roundings == 2, "roundings", roundings,
+                "2 when float_zero_dtype is given (the zero term is rounded before the fused sum)")
         if roundings == 1:
             return self.dequantize(torch.float64).to(dtype)
         g = self.group_of_row()
         s = self.scales.to(torch.float64)
-        neg_zs = (-(self.zero_points().to(torch.float64)) * s).to(dtype).to(torch.float64)  # the first rounding
-        return (self.q.to(torch.float64) * s[g] + neg_zs[g]).to(dtype)  # fma: one rounding of the exact sum
+        offset = 0 if float_zero_dtype is None else FLOAT_ZERO_OFFSET
+        zero_dtype = dtype if float_zero_dtype is None else float_zero_dtype
+        zs = self.zero_term(float_zero_dtype is not None).to(zero_dtype).to(torch.float64)  # the first rounding
+        return ((self.q.to(torch.float64) - offset) * s[g] + zs[g]).to(dtype)  # fma: one rounding of the exact sum
+
+    def zero_term(self, float_zero: bool = False) -> torch.Tensor:
+        """The exact zero term a two-rounding dequant rounds first, fp64 [G, N]: -z * s (GemLite's fma(q, s, -z*s)),
+        or with float_zero (8 - z) * s, torch int4pack's z_f in W = (q - 8) * s + z_f."""
+        offset = FLOAT_ZERO_OFFSET if float_zero else 0
+        return (offset - self.zero_points().to(torch.float64)) * self.scales.to(torch.float64)
 
     def equal(self, other: CanonicalWeight) -> bool:
         """Bit-exact equality of every field (scales compared by bits: -0.0 != 0.0, equal NaNs match)."""

@@ -190,6 +190,20 @@ def trap_split_k_column_tail(case: Case) -> str | None:
     return None
 
 
+def trap_all_zero_group(case: Case) -> str | None:
+    """An fp8 case whose x has a group that is all zero (amax 0): a scale amax / fp8_max with no eps floor is 0
+    there, and x / s = 0 / 0 is NaN."""
+    from conformance.families.fp8_inputs import fp8_activations
+
+    if case.family != "fp8_group_quant":
+        return f"family={case.family}: not an fp8 group quant"
+    x = fp8_activations(case.tokens, case.hidden, case.dtype, case.regime, case.seed, case.group_size,
+                        case.fp8_dtype)
+    if not bool((x.float().reshape(case.tokens, -1, case.group_size).abs().amax(-1) == 0).any()):
+        return "no group of x is all zero"
+    return None
+
+
 ENTRIES: tuple[Entry, ...] = (
     Entry("ct_zero_points_transposed",
           "compressed-tensors zero points [N/8, G] used without the transpose to [G, N/8]",
@@ -256,6 +270,14 @@ ENTRIES: tuple[Entry, ...] = (
           ("gemlite 0.6.0.post2",), "w4a16",
           ("M=9,N=40,K=256,g=128,wt=uint4,ao=0,dt=bf16,fmt=gptq_v2,regime=exact,tier=exact,seed=41",),
           trap_split_k_column_tail),
+    Entry("fp8_zero_group_no_eps",
+          "third-party, found by this suite: torchao 0.18.0 fp8_blockwise_act_quant forms the group scale as "
+          "amax / 448 with no eps, so an all-zero group gets scale 0 and q = 0 / 0 = NaN (docs/shipped-bugs.md)",
+          ("torchao 0.18.0", "kernels-community#681"), "fp8_group_quant",
+          ("T=1,H=128,g=128,dt=bf16,f8=e4m3fn,ue8m0=0,colmajor=0,regime=all_zero_groups,tier=statistical,seed=0",
+           "T=1,H=128,g=128,dt=bf16,f8=e4m3fn,ue8m0=0,colmajor=1,regime=all_zero_groups,tier=statistical,seed=0",
+           "T=3,H=256,g=128,dt=fp16,f8=e4m3fn,ue8m0=0,colmajor=0,regime=all_zero_groups,tier=exact,seed=1"),
+          trap_all_zero_group),
     Entry("uint4_fallback_exact",
           "an asymmetric uint4 checkpoint on the kernel it falls back to (gfx1100 serves RDNA3 uint4b8 only)",
           ("vllm#46186",), "w4a16",

@@ -18,6 +18,9 @@ c*sqrt(2P-1)*u_outer*min(S, c*R).
 Two dequant roundings (Numerics.dequant_roundings = 2, GemLite's fma(q, s, round(-z*s))): the pre-rounded -z*s
 errs by up to u_deq*|z*s|, which is not bounded by |W|, so a second dequant term u_deq*min(S_z, c*R_z) is
 charged, S_z = |x| @ |z*s| and R_z = sqrt(x^2 @ (z*s)^2) (without them: S and R, i.e. u_deq charged twice).
+The float zero of torch's int4pack GEMMs (Numerics.float_zero_dtype, W = fma(q - 8, s, z_f)) pre-rounds z_f =
+(8 - z)*s in its own storage dtype: that term is charged at u of float_zero_dtype (ErrorModel.zero_dtype) with
+S_z, R_z of (8 - z)*s, the fused rounding at u_deq as before.
 
 compare_exact: bit equality of the kernel output and the reference cast once to the output dtype.
 """
@@ -59,6 +62,7 @@ class ErrorModel:
     block: int | None = None  # K-terms per inner block; None: one block spans K
     outer_dtype: torch.dtype | None = None  # the dtype block partials are rounded to and added in
     dequant_roundings: int = 1  # 2: -z*s rounded before the fma, charged as a second dequant term
+    zero_dtype: torch.dtype | None = None  # the dtype the pre-rounded zero term is held in; None: dequant_dtype
 
     def blocked(self, K: int) -> bool:
         """True when K spans more than one block: the outer roundings are charged separately."""
@@ -70,15 +74,17 @@ class ErrorModel:
         exact block partials [P, M, N] (`block_partials`; used only when `blocked(K)`) and zs = (S_z, R_z) of the
         pre-rounded zero term (used only with dequant_roundings = 2; default (S, R))."""
         deq = S if R is None else torch.minimum(S, self.c * R)
+        zero = 0.0
         if self.dequant_roundings == 2:
             Sz, Rz = (S, R) if zs is None else zs
-            deq = deq + (Sz if Rz is None else torch.minimum(Sz, self.c * Rz))
+            zero = unit_roundoff(self.zero_dtype or self.dequant_dtype) * (
+                Sz if Rz is None else torch.minimum(Sz, self.c * Rz))
         if not self.blocked(K):
             acc = self.c * math.sqrt(K) * unit_roundoff(self.accumulate_dtype) * S
         else:
             acc = (self.c * math.sqrt(self.block) * unit_roundoff(self.accumulate_dtype) * S
                    + self.c * unit_roundoff(self.outer_dtype) * self._outer_magnitude(y_ref, S, K, R, partials))
-        return unit_roundoff(self.out_dtype) * y_ref.abs() + acc + unit_roundoff(self.dequant_dtype) * deq
+        return unit_roundoff(self.out_dtype) * y_ref.abs() + acc + unit_roundoff(self.dequant_dtype) * deq + zero
 
     def _outer_magnitude(self, y_ref, S, K, R, partials) -> torch.Tensor:
         """sqrt of the summed squared magnitudes of the 2P-1 outer roundings, bounded over every summation order."""
@@ -109,7 +115,7 @@ def error_model_for(kernel, config, out_dtype: torch.dtype, M: int | None = None
     num = kernel.numerics(config, M)
     inner, block, outer = num.accumulation
     return ErrorModel(out_dtype, num.dequant_dtype or out_dtype, inner, block=block, outer_dtype=outer,
-                      dequant_roundings=num.dequant_roundings)
+                      dequant_roundings=num.dequant_roundings, zero_dtype=num.float_zero_dtype)
 
 
 @dataclass

@@ -42,9 +42,13 @@ from references.errors import InvalidInput, require
 RUN_MODES = ("device", "interpreter", "model")
 API_VERSIONS = (1, 2)
 # how an fp8 group scale and q are formed: the reference's IEEE division, vLLM main's multiply by the correctly
-# rounded fp32 1/fp8_max (vllm#37833; q still x / s), or an approximate reciprocal (no bit-exact reference)
-FP8_SCALE_CONVENTIONS = ("divide", "reciprocal", "fast_reciprocal")
+# rounded fp32 1/fp8_max (vllm#37833; q still x / s), an approximate reciprocal (no bit-exact reference), or the
+# inverse scale (torchao's blockwise-training lhs quant: i = fp8_max / amax, q = x * i, stored s = 1 / i; no
+# bit-exact reference here)
+FP8_SCALE_CONVENTIONS = ("divide", "reciprocal", "fast_reciprocal", "inverse")
 DEQUANT_ROUNDINGS = (1, 2)
+# dtypes a float zero z_f (Numerics.float_zero_dtype) may be held in: the activation dtypes
+FLOAT_ZERO_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 @dataclass(frozen=True)
@@ -61,10 +65,16 @@ class Numerics:
         or the kernel's own, which leaves the exact tier unjudgeable).
     device_inexact_reason: why device runs are not bit-exact (exact tier then skipped on a GPU), or None.
     fp8_scale: fp8 only: "divide" (s = amax / fp8_max, q = x / s: the reference), "reciprocal" (s = amax *
-        fp32(1/fp8_max), correctly rounded constant; q = x / s) or "fast_reciprocal" (approximate: statistical only).
+        fp32(1/fp8_max), correctly rounded constant; q = x / s), "fast_reciprocal" (approximate: statistical only) or
+        "inverse" (i = fp32(fp8_max / amax) correctly rounded, q = x * i, the stored scale fp32(1 / i): statistical only).
     dequant_roundings: 1 (W = (q - z) * s rounded once to the dequant dtype) or 2 (GemLite's fma(q, s, round(-z*s)):
         -z*s rounded to the dequant dtype first, then one fused multiply-add rounding).
     atomics: partials are added in any order (split-K atomics): determinism is then not claimed nor checked.
+    float_zero_dtype: the float-zero dequant of torch's int4pack GEMMs, W = (q - 8) * s + z_f with z_f =
+        (8 - z) * s rounded to this dtype when the weight is loaded (its storage dtype), then the exact sum rounded
+        once to the dequant dtype (a fused multiply-add); declared with dequant_roundings = 2 (z_f's rounding and the
+        fused one). This is not (q - z) * s rounded once: z_f errs by up to u(float_zero_dtype) * |(8 - z) * s|.
+        None (default): an integer zero point, as dequant_roundings describes.
     Accumulation may depend on M: `Kernel.numerics(config, M)` returns the declaration for that M.
     """
 
@@ -77,6 +87,7 @@ class Numerics:
     fp8_scale: str = "divide"
     dequant_roundings: int = 1
     atomics: bool = False
+    float_zero_dtype: torch.dtype | None = None
 
     def __post_init__(self):
         require(self.fp8_scale in FP8_SCALE_CONVENTIONS, "Numerics.fp8_scale", self.fp8_scale,
@@ -84,6 +95,10 @@ class Numerics:
         require(type(self.dequant_roundings) is int and self.dequant_roundings in DEQUANT_ROUNDINGS,
                 "Numerics.dequant_roundings", self.dequant_roundings, f"one of {DEQUANT_ROUNDINGS}")
         require(isinstance(self.atomics, bool), "Numerics.atomics", self.atomics, "True or False")
+        require(self.float_zero_dtype is None or self.float_zero_dtype in FLOAT_ZERO_DTYPES,
+                "Numerics.float_zero_dtype", self.float_zero_dtype, f"None or one of {FLOAT_ZERO_DTYPES}")
+        require(self.float_zero_dtype is None or self.dequant_roundings == 2, "Numerics.dequant_roundings",
+                self.dequant_roundings, "2 when float_zero_dtype is set (z_f is rounded, then the fused sum)")
         acc = self.accumulation
         require(isinstance(acc, (tuple, list)) and len(acc) == 3, "Numerics.accumulation", acc,
                 "a tuple (inner_dtype, block or None, outer_dtype)")

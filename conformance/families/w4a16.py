@@ -278,14 +278,15 @@ class W4A16Family(Family):
                    else None)
         if case.tier == "exact" and inexact is None:
             roundings = None if num.dequant_roundings == 1 else num.dequant_roundings
-            y_ref = reference_gemm(x, w, roundings, (num.dequant_dtype or act) if roundings else None)
+            y_ref = reference_gemm(x, w, roundings, (num.dequant_dtype or act) if roundings else None,
+                                   num.float_zero_dtype)
             cmp = tol.compare_exact(y, y_ref.to(act))
         else:
             y_ref = reference_gemm(x, w)
             W64 = w.dequantize(torch.float64)
             zs = None
-            if num.dequant_roundings == 2:  # the pre-rounded -z*s term's own magnitude (docs/tolerance.md)
-                ZS = (w.zero_points().double() * w.scales.double())[w.group_of_row()]
+            if num.dequant_roundings == 2:  # the pre-rounded zero term's own magnitude (docs/tolerance.md)
+                ZS = w.zero_term(num.float_zero_dtype is not None)[w.group_of_row()]
                 zs = (x.double().abs() @ ZS.abs(), tol.l2_bound(x, ZS))
             # act-order kernels permute K, so natural-order block partials are not theirs: the model falls back
             cmp = tol.compare_statistical(y, y_ref, abs_bound(x, w), tol.error_model_for(kernel, config, act, case.M),

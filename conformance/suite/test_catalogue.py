@@ -26,12 +26,24 @@ def _keys(family: str) -> list[str]:
 
 
 W4A16_KEYS = _keys("w4a16")
+FP8_KEYS = _keys("fp8_group_quant")
 PINNED = [(e.key, i) for e in catalogue.ENTRIES for i in range(len(e.cases))]
 
 
 @pytest.mark.conformance_family("w4a16")
 @pytest.mark.parametrize("key", W4A16_KEYS)
 def test_shipped_bug(key, conformance_kernel, conformance_target, conformance_case):
+    _shipped_bug(key, conformance_kernel, conformance_target, conformance_case)
+
+
+@pytest.mark.conformance_family("fp8_group_quant")
+@pytest.mark.parametrize("key", FP8_KEYS)
+def test_shipped_fp8_bug(key, conformance_kernel, conformance_target, conformance_case):
+    _shipped_bug(key, conformance_kernel, conformance_target, conformance_case)
+
+
+def _shipped_bug(key, conformance_kernel, conformance_target, conformance_case):
+    """Every pinned case of entry `key` on one kernel of its family (the replayed case only, with --conformance-case)."""
     e = catalogue.entry(key)
     if conformance_case is not None:  # --conformance-case: only the entry that pins that case, only that case
         if conformance_case not in e.all_cases(conformance_case.kernel):

@@ -30,6 +30,8 @@ NO_TRAP = [
      "M=9,N=64,K=256,g=128,wt=uint4,ao=0,dt=bf16,fmt=gptq_v2,regime=exact,tier=exact,seed=41", "no column tail"),
     ("split_k_bf16_column_tail",
      "M=9,N=40,K=256,g=128,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=41", "not bf16"),
+    ("fp8_zero_group_no_eps",
+     "T=3,H=256,g=128,dt=bf16,f8=e4m3fn,ue8m0=0,colmajor=0,regime=normal,tier=statistical,seed=0", "all zero"),
 ]
 
 
