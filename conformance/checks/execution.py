@@ -214,15 +214,18 @@ class Execution:
         return RunContext(detect_target() if self.target is None else self.target, self.device, self.mode)
 
     def load(self, source, *v1_args):
-        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called."""
+        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called.
+        A kernel that already ran past the time limit in this process is not loaded: timeout.EarlierHang."""
+        timeout.refuse_if_hung(self.kernel.name)
         return kernel_load(self.kernel, source, self.ctx if self.kernel.api_version != 1 else None, *v1_args)
 
     def call(self, operands, x):
         """The kernel's apply (or model, in model mode) under NaN-filled, guarded allocations (a write into a guard
         band raises OutOfBoundsWrite) and the per-case time limit (conformance.checks.timeout: past it, CaseTimeout
-        is raised); the raw output."""
+        is raised; once a kernel has timed out in this process, its later calls raise EarlierHang at once); the raw
+        output."""
         ctx = self.ctx if self.kernel.api_version != 1 else None
-        with nan_filled_allocations(), guarded_allocations(), timeout.deadline():
+        with nan_filled_allocations(), guarded_allocations(), timeout.deadline(key=self.kernel.name):
             return kernel_call(self.kernel, operands, x, ctx, model=self.mode == "model")
 
     to_cpu = staticmethod(to_cpu)

@@ -18,6 +18,12 @@ Contract:
   ends the process with `os._exit(EXIT_HUNG)`; under xdist the controller then reports the crashed worker.
 - Nested deadlines: the outermost one governs. No limit configured (None or 0): `deadline()` does nothing.
 - Off the main thread (no signals there) only the watchdog guards the call.
+- One time limit per kernel per process: `deadline(key=KERNEL)` remembers the first timeout of KERNEL in this
+  process (what `set_current` named: case id, replay line). From then on `deadline(key=KERNEL)` and
+  `refuse_if_hung(KERNEL)` raise `EarlierHang` (a CaseTimeout, so it is recorded and propagates the same way) at
+  once, without running anything: a hung kernel costs one limit per xdist worker, not one per case, and each of
+  its later cases still gets its own `error` record naming the first hang. Other kernels are untouched.
+  `forget_hangs()` clears the memory (tests that hang a kernel on purpose).
 """
 from __future__ import annotations
 
@@ -50,8 +56,33 @@ def detail(seconds: float) -> str:
     return f"timeout after {seconds:g} s"
 
 
+EARLIER_HANG = "earlier hang"  # how every EarlierHang detail starts (reports and tests count them)
+
+
+class EarlierHang(CaseTimeout):  # noqa: N818 - a CaseTimeout: recorded and propagated like one
+    """`kernel` already ran past the limit in this process; `first` is what was running then (case_id, replay,
+    seconds). Raised before anything runs: the case fails at once with its own error record."""
+
+    def __init__(self, kernel: str, first: dict):
+        self.kernel, self.first = kernel, dict(first)
+        super().__init__(first.get("seconds") or 0.0)
+        self.args = (earlier_hang_detail(kernel, first),)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def earlier_hang_detail(kernel: str, first: dict) -> str:
+    """`earlier hang: KERNEL ran past the N s limit in this process at CASE_ID; not run (replay: LINE)`."""
+    where = first.get("case_id") or "a call"
+    replay = f" (replay the hang: {first['replay']})" if first.get("replay") else ""
+    return (f"{EARLIER_HANG}: {kernel} ran past the {first.get('seconds', 0):g} s limit in this process at {where}; "
+            f"not run{replay}")
+
+
 _state = {"limit": None, "propagate": False, "grace": None, "active": False, "generation": 0, "current": {}}
 _hang_hooks: dict = {}
+_hung: dict = {}  # key (a kernel name) -> current() of its first timeout in this process, plus "seconds"
 
 
 def configure(limit_s: float | None = None, *, propagate: bool | None = None, grace_s: float | None = None) -> None:
@@ -91,6 +122,26 @@ def current() -> dict:
     return dict(_state["current"])
 
 
+def hung(key: str) -> dict | None:
+    """What was running when `key` first timed out in this process (case_id, replay, seconds, ...), or None."""
+    first = _hung.get(key)
+    return dict(first) if first is not None else None
+
+
+def refuse_if_hung(key: str | None) -> None:
+    """Raise EarlierHang if `key` (a kernel name) already timed out in this process."""
+    if key is not None and key in _hung:
+        raise EarlierHang(key, _hung[key])
+
+
+def forget_hangs(key: str | None = None) -> None:
+    """Forget the remembered timeout of `key` (None: of every kernel)."""
+    if key is None:
+        _hung.clear()
+    else:
+        _hung.pop(key, None)
+
+
 def on_hang(hook, key: str = "default") -> None:
     """Register hook(info: dict, seconds: float) under `key` (replacing the previous one; None removes it), called
     by the watchdog before it ends the process."""
@@ -120,12 +171,27 @@ def _watchdog(generation: int, seconds: float) -> None:
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None = None):
-    """Run the body under the per-call limit (`seconds`, default the configured one); see the module doc."""
+def deadline(seconds: float | None = None, *, key: str | None = None):
+    """Run the body under the per-call limit (`seconds`, default the configured one); with `key` (the kernel's
+    name), refuse at once a key that timed out before in this process and remember its first timeout (see the
+    module doc)."""
+    refuse_if_hung(key)
     s = limit() if seconds is None else seconds
     if not s or _state["active"]:
         yield
         return
+    try:
+        with _armed(s):
+            yield
+    except CaseTimeout as e:
+        if key is not None and not isinstance(e, EarlierHang):  # an inner kernel's earlier hang is not this one's
+            _hung.setdefault(key, {**current(), "seconds": s})
+        raise
+
+
+@contextlib.contextmanager
+def _armed(s: float):
+    """SIGALRM (main thread) and the watchdog for `s` seconds around the body."""
     _state["generation"] += 1
     gen = _state["generation"]
     armed = {"on": True}
