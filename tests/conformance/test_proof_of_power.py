@@ -249,7 +249,9 @@ FP8_FAITHFUL = [(5, 256, 128, "bfloat16", "float8_e4m3fn", True, True, "normal")
 @pytest.mark.parametrize("tokens,hidden,group,dtype,f8,ue8m0,colmajor,regime", FP8_FAITHFUL)
 def test_fp8_mutant_copy_is_faithful(broken, tokens, hidden, group, dtype, f8, ue8m0, colmajor, regime):
     """With every bug switch off, tests/unit/broken_fp8.py's copy is fp8_group_quant_triton bit for bit (q and
-    scales, and the scales' strides); with only `no_clamp` on it is too (an equivalent mutant: see broken_fp8)."""
+    scales, and the scales' strides); with only `no_clamp` on it is too (an equivalent mutant: see broken_fp8), and
+    with only `reciprocal_q` on it is on UE8M0 scales (a power of two has an exact reciprocal) but not on fp32 scales
+    (the reciprocal trap group of every case with three groups tells x * fp32(1 / s) from x / s)."""
     from conformance.families.config import Fp8QuantConfig
     from conformance.families.fp8_inputs import fp8_activations
     from tests.unit import broken_fp8
@@ -264,6 +266,8 @@ def test_fp8_mutant_copy_is_faithful(broken, tokens, hidden, group, dtype, f8, u
         q, s = broken_fp8.launch_mutant(x, p, **bugs)
         assert torch.equal(q.view(torch.uint8), q_want.view(torch.uint8)), bugs
         assert torch.equal(s, s_want) and s.stride() == s_want.stride(), bugs
+    q, s = broken_fp8.launch_mutant(x, p, reciprocal_q=True)
+    assert torch.equal(s, s_want) and torch.equal(q.view(torch.uint8), q_want.view(torch.uint8)) == ue8m0
 
 
 # ---- the recorded figures -------------------------------------------------------------------------------------

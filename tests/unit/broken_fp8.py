@@ -9,7 +9,7 @@ says; tests/unit/broken_registry.py lists every broken kernel.
 
 Not here: a kernel without the saturation clamp. With s = max(amax, eps) / fp8_max correctly rounded, |x / s| is at
 most fp8_max * (1 + 2^-23) after fp32 rounding, which every round-to-nearest fp8 cast takes to fp8_max: dropping
-the clamp changes no output (an equivalent mutant, checked by test_no_clamp_is_equivalent), so no test can kill it.
+the clamp changes no output (an equivalent mutant: test_fp8_mutant_copy_is_faithful runs it), so no test can kill it.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ BUGS = {
     "no_clamp": "q = fp8(x / s) without the clamp to +-fp8_max (equivalent: see the module docstring)",
     "no_eps": "s = amax / fp8_max without the eps floor: an all-zero group gets s = 0 and q = 0/0 = NaN",
     "scales_row_major": "column-major scales written with row-major strides",
+    "reciprocal_q": "q = x * fp32(1 / s) (a reciprocal multiply, as AITER does) while declaring q = x / s",
 }
 
 
@@ -42,8 +43,8 @@ def _mutant_fp8_kernel(x_ptr, q_ptr, s_ptr, M, K, G, stride_xm, stride_sm, strid
                        GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_G: tl.constexpr,
                        GPP: tl.constexpr, UE8M0: tl.constexpr,
                        RECIPROCAL_SCALE: tl.constexpr, UE8M0_ROUND_DOWN: tl.constexpr, NO_CLAMP: tl.constexpr,
-                       NO_EPS: tl.constexpr):
-    """fp8_group_quant_triton's _fp8_group_quant_kernel plus four bug switches."""
+                       NO_EPS: tl.constexpr, RECIPROCAL_Q: tl.constexpr):
+    """fp8_group_quant_triton's _fp8_group_quant_kernel plus five bug switches."""
     pid_m = tl.program_id(0)
     pid_g = tl.program_id(1)
     rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -71,10 +72,15 @@ def _mutant_fp8_kernel(x_ptr, q_ptr, s_ptr, M, K, G, stride_xm, stride_sm, strid
         else:
             exp = ((bits >> 23) & 0xFF) + ((bits & 0x7FFFFF) != 0).to(tl.int32)
         s = (exp << 23).to(tl.float32, bitcast=True)
-    if NO_CLAMP:
-        q = tl.math.div_rn(x, s[:, :, None])
+    if RECIPROCAL_Q:
+        # BUG: the correctly rounded fp32 reciprocal, then an fp32 multiply (two roundings, not one division)
+        y = x * tl.math.div_rn(tl.full(s.shape, 1.0, tl.float32), s)[:, :, None]
     else:
-        q = tl.clamp(tl.math.div_rn(x, s[:, :, None]), -fp8_max, fp8_max)
+        y = tl.math.div_rn(x, s[:, :, None])
+    if NO_CLAMP:
+        q = y
+    else:
+        q = tl.clamp(y, -fp8_max, fp8_max)
     tl.store(q_ptr + rows64[:, None, None] * K + col, q.to(q_ptr.dtype.element_ty), mask=mask)
     tl.store(s_ptr + rows64[:, None] * stride_sm + groups[None, :] * stride_sg, s, mask=rg_ok)
 
@@ -106,7 +112,7 @@ def launch_mutant(x: torch.Tensor, p: common.Fp8QuantParams, **bugs) -> tuple[to
                              GROUP=p.group_size, BLOCK_M=t.block_m, BLOCK_G=block_g, GPP=t.groups_per_program,
                              UE8M0=p.ue8m0, RECIPROCAL_SCALE=on["reciprocal_scale"],
                              UE8M0_ROUND_DOWN=on["ue8m0_round_down"], NO_CLAMP=on["no_clamp"], NO_EPS=on["no_eps"],
-                             num_warps=t.num_warps)
+                             RECIPROCAL_Q=on["reciprocal_q"], num_warps=t.num_warps)
     return q, s
 
 
@@ -168,3 +174,15 @@ class Fp8FnuzMax240(Fp8GroupQuantTriton):
 
     def load(self, config, _unused=None):
         return common.params_from_config(config, fp8_max={"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 240.0})
+
+
+@register_kernel
+class Fp8ReciprocalQ(_Fp8LaunchMutant):
+    """BUG (AITER's q, undeclared): q = fp8(clamp(x * fp32(1 / s))) while the kernel declares fp8_scale="divide"
+    (q = x / s). The product is one fp32 ulp off the quotient for some x, which changes q's byte only next to an fp8
+    rounding midpoint, and never where s is a power of two (UE8M0: 1 / s is exact); the reciprocal trap group of
+    conformance/families/fp8_inputs.py puts such x in every case with three groups."""
+
+    name = "broken_fp8_reciprocal_q"
+    bug = "q = x * fp32(1 / s) (reciprocal multiply) while declaring divide"
+    bugs = ("reciprocal_q",)
