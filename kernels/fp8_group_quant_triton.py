@@ -18,6 +18,7 @@ from conformance.core.registry import Kernel, register_kernel
 from conformance.core.runtime import cdiv, next_power_of_2
 from conformance.core.targets import Target
 
+from ._device import check_x_device
 from ._fp8_common import (
     Fp8QuantParams,
     check_input,
@@ -98,6 +99,7 @@ def launch(x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype, fp8_max: fl
            ue8m0: bool, column_major_scales: bool, tile: Fp8Tile | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Run the kernel on x [..., K] (last dim contiguous after reshape); returns (q, scales).
     `tile` overrides default_tile (sweeps and tests)."""
+    check_x_device("fp8_group_quant_triton", x)
     q = torch.empty(x.shape, dtype=fp8_dtype, device=x.device)
     s = empty_scales(x.shape, group_size, column_major_scales, x.device)
     if x.numel() == 0:

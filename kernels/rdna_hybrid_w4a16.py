@@ -23,6 +23,7 @@ from conformance.families.config import act_dtype
 from references import packing
 from references.errors import require
 
+from ._device import check_x_device
 from ._w4a16_common import _codecs, sorted_g_idx_is_contiguous
 
 SUPPORTED_GROUP_SIZES = (32, 64, 128)
@@ -209,6 +210,7 @@ def _check_operand_tensors(x, qweight, scales, zeros, group_size):
 
 
 def _skinny_impl(x, qweight, scales, zeros, group_size, zp_bias):
+    check_x_device("rdna_hybrid_w4a16", x)
     M, N, K, G = _check_operand_tensors(x, qweight, scales, zeros, group_size)
     require(qweight.stride(1) == 1, "qweight.stride", qweight.stride(), "unit stride along K/8 (rows may be padded)")
     x = x if x.stride(1) == 1 else x.contiguous()

@@ -35,6 +35,7 @@ from conformance.core.targets import Target
 from references.codecs.operands import PLANAR_BLOCK
 from references.errors import InvalidInput, require
 
+from ._device import check_x_device
 from ._w4a16_common import (
     TritonW4A16Operands,
     load_triton_operands,
@@ -704,6 +705,7 @@ def launch_w4a16_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, 
     with zp_bias != 0 the zeros are ignored (a biased type's zero point is its bias). A planar tile (the
     decode path) reads `b_planar` (the same weight in the planar layout) and, for explicit zero points,
     `zeros_act` ([G, N] in the act dtype) instead of b_q and qzeros."""
+    check_x_device("triton_w4a16", x)
     K, N = _check_operands(x, b_q, scales, qzeros, group_size, zp_bias)
     M = x.shape[0]
     out = torch.empty((M, N), dtype=x.dtype, device=x.device)

@@ -10,6 +10,7 @@ import torch
 
 from conformance.core.registry import register_kernel
 
+from ._device import check_x_device
 from ._w4a16_common import TritonW4A16Operands, to_device
 from .triton_w4a16 import TritonW4A16Base, gemm_any_rank, launch_w4a16_gemm
 
@@ -19,6 +20,7 @@ def triton_w4a16_actorder_gemm(x: torch.Tensor, b_q: torch.Tensor, scales: torch
                                qzeros: torch.Tensor | None, perm: torch.Tensor | None,
                                group_size: int, zp_bias: int) -> torch.Tensor:
     """y = x[..., perm] @ dequant(b_q sorted by perm); perm None means K is already in group order."""
+    check_x_device("triton_w4a16_actorder", x)  # before x meets perm on the kernel's device
     def run(x2):
         if perm is not None:
             x2 = x2.index_select(1, perm)

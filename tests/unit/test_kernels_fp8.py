@@ -1,6 +1,7 @@
 """FP8 per-token-group quant kernels: bit-exact against references.fp8 under each kernel's declared
-all-zero-group policy (Triton through the interpreter, models for the upstream ops absent here), gates,
-selection, input checks and the custom op's fake."""
+all-zero-group policy (Triton through the interpreter, or compiled on a GPU machine with its inputs on the GPU:
+tests/unit/devices.py; models for the upstream ops absent here), gates, selection, input checks and the custom
+op's fake."""
 from __future__ import annotations
 
 import pytest
@@ -8,10 +9,11 @@ import torch
 
 from conformance.core import registry
 from conformance.core.runtime import interpreting
-from conformance.core.targets import parse_target
+from conformance.core.targets import detect_target, parse_target
 from conformance.families.config import Fp8QuantConfig
 from references.errors import InvalidInput
 from references.fp8 import dequantize_fp8_groups, fp8_group_quant_reference, ue8m0_ambiguous
+from tests.unit.devices import DEV, cpu
 
 registry.load_all()
 
@@ -21,11 +23,20 @@ EXACT_KERNELS = ("fp8_group_quant_triton", "fp8_group_quant_native", "fp8_group_
 ROWS = {64: 70, 128: 37}  # force several row programs with a tail in the Triton kernel (BLOCK_M 64 / 32)
 
 
-def _run(kernel, params, x):
-    """apply where the kernel can run here on cpu tensors, else its model."""
-    if kernel.availability(parse_target("cpu")) is None:
-        return kernel.apply(params, x)
+def _run(kernel, params, x, config=None):
+    """apply where the kernel runs here (x on its device: the GPU for Triton on a GPU machine), serves `config`
+    and claims exact bits there; else its model, on the CPU. Outputs on the CPU."""
+    here = detect_target()
+    runs = kernel.availability(here) is None and (config is None or kernel.can_implement(config, here) is None)
+    if runs and not (here.is_gpu and kernel.numerics(None).device_inexact_reason):
+        return cpu(kernel.apply(params, x.to(_device_of(kernel))))
     return kernel.model(params, x)
+
+
+def _device_of(kernel):
+    """Where a kernel's apply takes x here: DEV for the Triton kernel, the CPU for plain torch (native, which on a
+    GPU would run torch's CUDA division: device_inexact_reason)."""
+    return DEV if kernel.name == "fp8_group_quant_triton" else torch.device("cpu")
 
 
 def _probe_input(M: int, K: int, group: int, dtype: torch.dtype, fp8_name: str, seed: int = 0) -> torch.Tensor:
@@ -69,7 +80,7 @@ def test_kernel_bit_exact_against_reference(name, group, dtype, fp8_name, ue8m0,
     cfg = Fp8QuantConfig(group, dtype, fp8_name, ue8m0, column_major, hidden=K)
     params = kernel.load(cfg)
     x = _probe_input(ROWS[group], K, group, IN_DTYPES[dtype], fp8_name)
-    q, s = _run(kernel, params, x)
+    q, s = _run(kernel, params, x, cfg)
     rq, rs = fp8_group_quant_reference(x, group, fp8_name, ue8m0, column_major,
                                        zero_group_policy=kernel.zero_group_policy)
     assert q.dtype == rq.dtype and s.dtype == torch.float32
@@ -98,7 +109,7 @@ def test_triton_tile_follows_runtime_rows(M, block_m):
     kernel = registry.get_kernel("fp8_group_quant_triton")
     p = kernel.load(Fp8QuantConfig(64, "bfloat16", hidden=128))
     x = torch.randn(M, 128).bfloat16()
-    q, s = kernel.apply(p, x)
+    q, s = cpu(kernel.apply(p, x.to(DEV)))
     cfg = mod.last_launch_config()
     # both groups of a row in one program; 1 row a program up to 256 tokens, 2 to 2048, then 8 (measured rule)
     assert (cfg["BLOCK_M"], cfg["GPP"]) == (block_m, 2) and cfg["grid"] == (-(-M // block_m), 1)
@@ -114,7 +125,7 @@ def test_triton_tiles_with_group_and_row_tails(tile, column_major):
 
     x = torch.randn(7, 5 * 32, generator=torch.Generator().manual_seed(1)).bfloat16()
     x[2, 32:64] = 0  # an all-zero group
-    q, s = mod.launch(x, 32, torch.float8_e4m3fn, 448.0, 1e-10, False, column_major, mod.Fp8Tile(*tile))
+    q, s = cpu(mod.launch(x.to(DEV), 32, torch.float8_e4m3fn, 448.0, 1e-10, False, column_major, mod.Fp8Tile(*tile)))
     assert mod.last_launch_config()["GPP"] == tile[1]
     rq, rs = fp8_group_quant_reference(x, 32)
     _assert_bits_equal(q, rq, "q")
@@ -126,11 +137,11 @@ def test_three_dim_input_and_empty_rows(name):
     kernel = registry.get_kernel(name)
     p = kernel.load(Fp8QuantConfig(64, "float16", hidden=128))
     x = torch.randn(2, 3, 128).half()
-    q, s = kernel.apply(p, x)
+    q, s = cpu(kernel.apply(p, x.to(_device_of(kernel))))
     rq, rs = fp8_group_quant_reference(x, 64, zero_group_policy=kernel.zero_group_policy)
     _assert_bits_equal(q, rq, "q")
     _assert_bits_equal(s, rs, "scales")
-    q0, s0 = kernel.apply(p, torch.empty(0, 128).half())
+    q0, s0 = kernel.apply(p, torch.empty(0, 128).half().to(_device_of(kernel)))
     assert q0.shape == (0, 128) and s0.shape == (0, 2)
 
 
@@ -145,7 +156,7 @@ def test_native_ue8m0_rounds_an_ambiguous_scale_down_and_saturates():
     cfg = Fp8QuantConfig(64, "float32", ue8m0=True, hidden=64)
     native, triton_k = registry.get_kernel("fp8_group_quant_native"), registry.get_kernel("fp8_group_quant_triton")
     qn, sn = native.apply(native.load(cfg), x)
-    qt, st = triton_k.apply(triton_k.load(cfg), x)
+    qt, st = cpu(triton_k.apply(triton_k.load(cfg), x.to(DEV)))
     assert sn.item() == 2.0 ** -10 and st.item() == 2.0 ** -9
     assert qn.float()[0, 0].item() == 448.0  # saturated: amax / 2^-10 ~ 896
     assert qt.float()[0, 0].item() == 224.0  # amax / 2^-9, in range
@@ -245,7 +256,7 @@ def test_triton_fake_matches_real_without_computing(column_major):
 
     k = registry.get_kernel("fp8_group_quant_triton")
     p = k.load(Fp8QuantConfig(64, "bfloat16", column_major_scales=column_major, hidden=192))
-    x = torch.randn(5, 192).bfloat16()
+    x = torch.randn(5, 192).bfloat16().to(DEV)
     q, s = k.apply(p, x)
     with FakeTensorMode() as mode:
         fq, fs = k.apply(p, mode.from_tensor(x))

@@ -2,7 +2,8 @@
 model, and the hybrid's Triton skinny GEMM in the interpreter, bit-exact on exact-tier cases against
 reference_gemm(x, w).to(dtype); nibble placement against hand-written words; dispatch and run modes.
 
-Shapes are small and tiles forced on purpose so several programs and M/N tails run in the interpreter.
+Shapes are small and tiles forced on purpose so several programs and M/N tails run in the interpreter. The
+hybrid's Triton path takes its inputs on the kernels' device (tests/unit/devices.py): compiled on a GPU machine.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from references.errors import InvalidInput
 from references.gemm import reference_gemm
 from references.generators import random_activations, random_canonical
 from references.weight import CanonicalWeight
+from tests.unit.devices import DEV, on_dev
 
 registry.load_all()
 hy = importlib.import_module("conformance_kernels.rdna_hybrid_w4a16")
@@ -52,7 +54,7 @@ def exact_case(K, N, gs, wtype, dtype, fmt, M, seed, act_order=False):
 
 
 def assert_bits(y, expected):
-    torch.testing.assert_close(y, expected, rtol=0, atol=0)
+    torch.testing.assert_close(y.cpu(), expected.cpu(), rtol=0, atol=0)
 
 
 # ------------------------------------------------------------------------------------------------ gates
@@ -123,8 +125,10 @@ def test_rdna3_not_available_without_the_hip_op():
 # ------------------------------------------------------------------- hybrid Triton skinny GEMM: placement
 
 def _skinny(x, qweight, scales, zeros, gs, zp_bias, tiles=(16, 16, 16)):
+    """The Triton skinny GEMM on DEV (a padded qweight keeps its row stride there: HYB's own placement)."""
+    ops = hy.HybridOperands(qweight, scales, zeros, "", zp_bias, gs, x.shape[1], qweight.shape[0])
     with hy.forced_tiles(*tiles):
-        return hy.skinny_gemm(x, qweight, scales, zeros, gs, zp_bias)
+        return hy.skinny_gemm(*HYB.op_args(ops, x.to(DEV)))
 
 
 def test_skinny_reads_nibbles_from_hand_written_words():
@@ -137,12 +141,12 @@ def test_skinny_reads_nibbles_from_hand_written_words():
     scales = torch.ones((N, 1), dtype=torch.float16)
     y = _skinny(x, qweight, scales, None, gs, 0)
     expected_q = torch.tensor([0, 4, 1, 5, 2, 6, 3, 7], dtype=torch.float16)
-    assert torch.equal(y[:8, 0], expected_q)
+    assert torch.equal(y[:8, 0].cpu(), expected_q)
     # packed zeros [N/8, G]: word 0x76543210 sequential along N gives z[n] = n % 8
     zeros = torch.full((N // 8, 1), 0x76543210, dtype=torch.int32)
     y = _skinny(x, qweight, scales, zeros, gs, 0)
     z = torch.arange(N) % 8
-    assert torch.equal(y[:8], (expected_q[:, None] - z[None, :]).to(torch.float16))
+    assert torch.equal(y[:8].cpu(), (expected_q[:, None] - z[None, :]).to(torch.float16))
 
 
 def test_skinny_block_k_must_not_straddle_groups():
@@ -182,7 +186,7 @@ def test_hybrid_dispatch_follows_runtime_m_and_reports_run_mode():
     ops = HYB.load(ckpt)
     for M, path in ((1, "gemv"), (5, "gemv"), (6, "triton"), (17, "triton")):
         x = random_activations(M, 64, torch.float16, "exact", seed=M)
-        y = HYB.apply(ops, x)
+        y = HYB.apply(ops, on_dev(x))
         assert hy.LAST_LAUNCH["path"].startswith(path) and hy.LAST_LAUNCH["M"] == M
         assert hy.LAST_LAUNCH["run_mode"] == HYB.run_mode_for(M, 64, GFX1151)
         launch = HYB.launch_config()

@@ -2,7 +2,8 @@
 bit-exact against reference_gemm(x, w).to(dtype); plus gates, the BLOCK_K clamp, split-K, the fake impls.
 
 Shapes are small and tiles chosen on purpose so several programs, M/N/K tails and split-K run in the
-Triton interpreter (its cost is per program x K iteration).
+Triton interpreter (its cost is per program x K iteration). x and the operands go on the kernels' device
+(tests/unit/devices.py): the GPU on a GPU machine, where the same cases judge the compiled kernels.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from references.codecs import operands as codec_ops
 from references.errors import InvalidInput
 from references.gemm import reference_gemm
 from references.generators import random_activations, random_canonical
+from tests.unit.devices import DEV, ON_GPU, on_dev, tile_kind
 
 registry.load_all()
 tw = importlib.import_module("conformance_kernels.triton_w4a16")
@@ -57,27 +59,30 @@ DTYPES = [torch.float16, torch.bfloat16]
 
 
 def _weight(M, N, K, gs, wtype, dtype, act_order=False, seed=0):
+    """(canonical weight, x on DEV, the reference on the CPU)."""
     w = random_canonical(K, N, gs, wtype, dtype, "exact", seed, act_order=act_order)
     x = random_activations(M, K, dtype, "exact", seed + 1)
-    return w, x, reference_gemm(x, w).to(dtype)
+    return w, x.to(DEV), reference_gemm(x, w).to(dtype)
 
 
 def _triton_operands(w, sort_k=False):
-    """(b_q, scales, qzeros or None, perm or None, zp_bias) packed by the codec helpers."""
+    """(b_q, scales, qzeros or None, perm or None, zp_bias) packed by the codec helpers, on DEV."""
     ops = codec_ops
     perm, q = None, w.q
     if sort_k:
         perm = torch.argsort(w.g_idx.long(), stable=True)
         q = q[perm]
     qz = None if w.zeros is None else ops.pack_zeros_gn(w.zeros)
-    return ops.triton_pack_qweight(q), w.scales, qz, perm, w.wtype.bias
+    return (*on_dev(ops.triton_pack_qweight(q), w.scales, qz, perm), w.wtype.bias)
 
 
 def _assert_exact(y, ref):
-    torch.testing.assert_close(y, ref, rtol=0, atol=0)
+    assert y.device.type == DEV.type, (y.device, DEV)  # the kernel ran where its inputs were
+    torch.testing.assert_close(y.cpu(), ref, rtol=0, atol=0)
 
 
-# id, M, N, K, group_size, wtype, tiles (None = the CPU table entry for M), K splits launched
+# id, M, N, K, group_size, wtype, tiles (None = the table entry for M), K splits launched (with the interpreter's
+# table; a GPU's table row for M decides its own)
 OP_CASES = [
     ("decode_table_splitk", 1, 64, 128, 32, "uint4", None, 2),
     ("oddM_Ntail_splitk3", 7, 136, 192, 64, "uint4b8", TileConfig(16, 64, 64, split_k=3), 3),
@@ -96,7 +101,8 @@ def test_triton_op_exact(case, dtype):
     y = tw.launch_w4a16_gemm(x, b_q, s, qz, w.gs, zp_bias, tiles)
     _assert_exact(y, ref)
     assert torch.equal(y, tw.launch_w4a16_gemm(x, b_q, s, qz, w.gs, zp_bias, tiles))  # deterministic
-    assert tw.last_launch_config()["split_k"] == splits  # the split-K path ran where intended
+    if tiles is not None or not ON_GPU:
+        assert tw.last_launch_config()["split_k"] == splits  # the split-K path ran where intended
 
 
 ACTORDER_CASES = [
@@ -113,7 +119,7 @@ def test_actorder_op_exact(case, dtype, monkeypatch):
     w, x, ref = _weight(M, N, K, gs, wtype, dtype, act_order=True)
     b_q, s, qz, perm, zp_bias = _triton_operands(w, sort_k=True)
     if tiles is not None:
-        monkeypatch.setitem(tw.TILE_TABLE, "interpreter", [(None, tiles)])
+        monkeypatch.setitem(tw.TILE_TABLE, tile_kind(), [(None, tiles)])
     _assert_exact(ta.triton_w4a16_actorder_gemm(x, b_q, s, qz, perm, w.gs, zp_bias), ref)
 
 
@@ -198,7 +204,7 @@ def test_zp_bias_ignores_given_zeros():
     """uint4b8: a qzeros tensor passed along (as symmetric GPTQ checkpoints carry) must be ignored."""
     w, x, ref = _weight(2, 64, 128, 64, "uint4b8", torch.float16)
     b_q, s, _, _, zp_bias = _triton_operands(w)
-    junk = codec_ops.pack_zeros_gn(torch.full((w.G, w.N), 3, dtype=torch.int32))
+    junk = on_dev(codec_ops.pack_zeros_gn(torch.full((w.G, w.N), 3, dtype=torch.int32)))
     _assert_exact(tw.triton_w4a16_gemm(x, b_q, s, junk, w.gs, zp_bias), ref)
 
 
@@ -217,7 +223,7 @@ def test_fit_tiles_split_k_divides_k_tiles():
 
 
 def test_group32_with_block_k64_table_entry_is_exact(monkeypatch):
-    monkeypatch.setitem(tw.TILE_TABLE, "interpreter", [(None, TileConfig(16, 64, 64))])
+    monkeypatch.setitem(tw.TILE_TABLE, tile_kind(), [(None, TileConfig(16, 64, 64))])
     w, x, ref = _weight(3, 64, 128, 32, "uint4", torch.float16)
     b_q, s, qz, _, zp_bias = _triton_operands(w)
     y = tw.launch_w4a16_gemm(x, b_q, s, qz, w.gs, zp_bias)
@@ -294,7 +300,7 @@ def test_fake_impl_matches_real_metadata(lead):
 
     w, _, _ = _weight(1, 40, 64, 32, "uint4", torch.float16, act_order=True)
     b_q, s, qz, perm, zp_bias = _triton_operands(w, sort_k=True)
-    x = random_activations(1, 64, torch.float16, "exact", 3).expand(*lead, 64).contiguous()
+    x = random_activations(1, 64, torch.float16, "exact", 3).expand(*lead, 64).contiguous().to(DEV)
     calls = [(torch.ops.conformance.triton_w4a16_gemm.default, (x, b_q, s, qz, w.gs, zp_bias)),
              (torch.ops.conformance.triton_w4a16_actorder_gemm.default, (x, b_q, s, qz, perm, w.gs, zp_bias))]
     for op, args in calls:
@@ -318,10 +324,15 @@ def test_compiled_decode_after_prefill_uses_runtime_tiles():
     seen = []
     for M in (64, 1):
         x = random_activations(M, 128, torch.float16, "exact", M)
-        _assert_exact(fn(x), reference_gemm(x, w).to(torch.float16))
+        _assert_exact(fn(x.to(DEV)), reference_gemm(x, w).to(torch.float16))
         last = tw.last_launch_config()
         seen.append((last["M"], last["block_m"], last["split_k"], last["use_dot"], last["dequant_mm"]))
-    assert seen == [(64, 1, 1, True, True), (1, 1, 2, False, False)]  # the prefill path, then the GEMV path
+    # each call took its own M's table row (the trace's M=64 did not freeze the tiles)
+    want = [(M, *(lambda c: (c.block_m, c.split_k, c.use_dot, c.dequant_mm))(
+        tw.fit_tiles(tw.table_tiles(M, tile_kind()), M, 64, 128, 32, tw._sm_count(DEV)))) for M in (64, 1)]
+    assert seen == want and seen[0][1:] != seen[1][1:]
+    if not ON_GPU:
+        assert seen == [(64, 1, 1, True, True), (1, 1, 2, False, False)]  # the prefill path, then the GEMV path
 
 
 def test_torch_dequant_refuses_shapes_no_canonical_weight_holds():

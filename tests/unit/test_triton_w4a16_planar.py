@@ -1,7 +1,8 @@
 """triton_w4a16's planar decode path: bit-exact on exact-tier cases in the interpreter (fp16/bf16, biased and
 explicit zeros, groups 32/64/128/K, N tails, a zero-padded last K block, split-K), its PTX nibble conversion
 emulated against the Triton-op twin the interpreter runs, the planar tile table and its routing, the operand
-checks, and the registered kernel's load / apply / model on planar operands."""
+checks, and the registered kernel's load / apply / model on planar operands. On a GPU machine the same cases run
+on the device (tests/unit/devices.py): there the path's inline-PTX conversion (NVIDIA) is judged bit-exact."""
 from __future__ import annotations
 
 import importlib
@@ -15,6 +16,7 @@ from conformance.core import registry
 from references import codecs
 from references.codecs import operands as ops
 from references.errors import InvalidInput
+from tests.unit.devices import DEV, gpu_only, on_dev, tile_kind
 from tests.unit.test_kernels_w4a16 import TRITON_DTYPES, _assert_exact, _weight
 
 registry.load_all()
@@ -23,10 +25,11 @@ TileConfig = tw.TileConfig
 
 
 def _planar_args(w):
-    """(b_q, scales, qzeros, zp_bias, b_planar, zeros_act) for canonical weight w."""
+    """(b_q, scales, qzeros, zp_bias, b_planar, zeros_act) for canonical weight w, on DEV."""
     qz = None if w.zeros is None else ops.pack_zeros_gn(w.zeros)
     za = None if w.zeros is None else w.zeros.to(w.scales.dtype)
-    return ops.triton_pack_qweight(w.q), w.scales, qz, w.wtype.bias, ops.planar_pack_qweight(w.q), za
+    b_q, s, qz, bp, za = on_dev(ops.triton_pack_qweight(w.q), w.scales, qz, ops.planar_pack_qweight(w.q), za)
+    return b_q, s, qz, w.wtype.bias, bp, za
 
 
 # id, M, N, K, group_size, wtype, tiles: several programs, tails and splits on purpose (the interpreter's cost
@@ -49,6 +52,27 @@ def test_planar_path_exact(name, M, N, K, gs, wtype, tiles, dtype):
     cfg = tw.last_launch_config()
     assert cfg["planar"] and cfg["split_k"] == min(tiles.split_k or 1, -(-K // 128))
     _assert_exact(y, ref)
+
+
+@gpu_only("the inline-PTX conversion runs only on an NVIDIA GPU")
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=["fp16", "bf16"])
+@pytest.mark.parametrize("zeros", [False, True], ids=["b8", "zeros"])
+def test_planar_decode_on_the_device_is_exact_at_every_table_m(zeros, dtype):
+    """The device's own planar rows (kernels/tiles, every M <= 64 a decode call takes), through the registered
+    kernel: the planar path really ran, with the PTX conversion where the GPU is NVIDIA, bit-exact at each row's
+    largest M and one past the row below (M tails), on a weight with several groups, an N tail and split K."""
+    k = registry.get_kernel("triton_w4a16")
+    rows = tw.PLANAR_TABLE.get(tile_kind(), ())
+    assert rows, f"no planar rows for {tile_kind()}: the decode path never runs on this GPU"
+    wtype = "uint4" if zeros else "uint4b8"
+    ms = sorted({m for lo, (hi, _) in zip([0] + [r[0] for r in rows], rows) for m in (lo + 1, hi)})
+    for M in ms:
+        w, x, ref = _weight(M, 200, 512, 64, wtype, dtype, seed=M)
+        y = k.apply(k.load(codecs.encode(w, "gptq_v2")), x)
+        launched = k.launch_config()
+        assert launched["planar"] and launched["M"] == M, launched
+        _assert_exact(y, ref)
+    assert tw.planar_uses_asm(DEV) == (torch.version.hip is None)
 
 
 # --- the PTX conversion, emulated instruction by instruction on every int16 value -------------------------
@@ -214,7 +238,7 @@ def test_kernel_loads_planar_operands_and_decode_m_runs_them():
     assert torch.equal(ops.planar_unpack_qweight(o.b_planar, 256), w.q)
     assert torch.equal(o.zeros_act, w.zeros.to(torch.float16))
     y = k.apply(o, x)
-    assert k.launch_config()["planar"]
+    assert k.launch_config()["planar"] == bool(tw.PLANAR_TABLE.get(tile_kind()))  # a table with planar rows
     _assert_exact(y, ref)
     _assert_exact(k.model(o, x), ref)
 
