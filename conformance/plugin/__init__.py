@@ -11,7 +11,8 @@ re-exports the hooks and fixtures):
 - summary: the terminal summary.
 
 Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile, --conformance-case,
---conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed;
+--conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed,
+--conformance-shard (docs/ci.md);
 --conformance-kernels and --conformance-case also deselect tests parametrized by another kernel (`kernel` /
 `kernel_name` parameters). Every option is validated at configuration, before any work: a bad value (an unknown kernel,
 an empty list, a bad target, profile, tier or case id, an unwritable report path, a plugin that fails to import) is

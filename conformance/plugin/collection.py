@@ -1,10 +1,11 @@
 """Collection: parametrization of the suite fixtures, the CI plan's test items (plan rows), hypothesis seeding
-from the run seed, and deselection of tests parametrized by kernels outside --conformance-kernels/--conformance-case."""
+from the run seed, deselection of tests parametrized by kernels outside --conformance-kernels/--conformance-case, and
+shards (--conformance-shard: the items of the other shards are deselected)."""
 from __future__ import annotations
 
 import pytest
 
-from conformance.plugin.options import _replay_case, _target, _tiers
+from conformance.plugin.options import _replay_case, _shard, _target, _tiers
 from conformance.plugin.state import _State
 
 
@@ -113,6 +114,31 @@ KERNEL_PARAMS = ("kernel", "kernel_name")  # parameter names that carry one regi
 def pytest_collection_modifyitems(config, items):
     _seed_hypothesis(config, items)
     _deselect_other_kernels(config, items)
+    _deselect_other_shards(config, items)
+
+
+def shard_of(nodeid: str, count: int) -> int:
+    """The 1-based shard (of `count`) a test item belongs to: sha256 of its node id, so every item is in exactly one
+    shard whatever the order of collection, the worker count or the other items (every shard must run the same
+    command from the same directory: node ids are relative to the rootdir)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.sha256(nodeid.encode()).digest()[:8], "big") % count + 1
+
+
+def _deselect_other_shards(config, items) -> None:
+    """--conformance-shard I/N: deselect the items of the other shards (a CI plan row is one item, so the plan's
+    cases split with them)."""
+    shard = _shard(config)
+    if shard is None:
+        return
+    index, count = shard
+    keep, drop = [], []
+    for item in items:
+        (keep if shard_of(item.nodeid, count) == index else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
 
 
 def _seed_hypothesis(config, items) -> None:

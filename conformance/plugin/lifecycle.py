@@ -54,6 +54,10 @@ def pytest_configure(config):
     st.threads, st.threads_undo = thread_info, thread_undo
     xdist_hooks.register(config)
     st.seed, st.seed_source = _resolve_seed(config)
+    if not _is_worker(config):
+        from conformance.cases.seeds import commit_sha
+
+        st.commit = commit_sha(str(config.rootpath))
     timeout.configure(_timeout_limit(config), propagate=True)
     if _is_worker(config):
         timeout.on_hang(lambda info, seconds: _worker_hang(config, info, seconds), key="pytest")

@@ -1,5 +1,5 @@
 """Options: the --conformance-* command-line options, their validation at configuration (one-line usage errors,
-exit 4), and the values they resolve to (target, tiers, replayed case, time limit, run seed)."""
+exit 4), and the values they resolve to (target, tiers, replayed case, time limit, run seed, shard)."""
 from __future__ import annotations
 
 import os
@@ -36,6 +36,10 @@ def pytest_addoption(parser):
     g.addoption("--conformance-timeout", default=None, metavar="S",
                 help="per-call time limit in seconds; a hung kernel fails that case (error: timeout after S s) "
                      "and the run goes on; 0 = none (default by profile: ci 60, nightly 300, exhaustive 900)")
+    g.addoption("--conformance-shard", default=None, metavar="I/N",
+                help="run only shard I of N (1-based, 1 <= I <= N): test items (the CI plan's cases among them) are "
+                     "split by a hash of their node id, the same for any worker count; merge the shards' "
+                     "--conformance-report files with `python -m conformance merge-reports`")
 
 def _is_worker(config) -> bool:
     return hasattr(config, "workerinput")
@@ -69,6 +73,7 @@ def _check_options(config) -> None:
         if not names or any(n not in known for n in names):
             raise _usage("--conformance-kernels", text, f"comma-separated names from {known}")
     _seed_option(config)
+    _shard(config)
     tiers = [t.strip() for t in opt("--conformance-tiers").split(",") if t.strip()]
     if not tiers or any(t not in TIERS for t in tiers):
         raise _usage("--conformance-tiers", opt("--conformance-tiers"), f"a comma-separated subset of {list(TIERS)}")
@@ -133,6 +138,23 @@ def _timeout_limit(config) -> float:
         raise _usage("--conformance-timeout", text, "seconds, a finite number >= 0 (0: no limit)")
     return limit
 
+
+
+SHARD_FORM = "I/N with whole numbers 1 <= I <= N (1-based: 1/3, 2/3 and 3/3 split a run into 3 jobs)"
+
+
+def _shard(config) -> tuple[int, int] | None:
+    """--conformance-shard as (I, N), 1-based; None when not given. A bad value is a usage error naming the option,
+    the value and the allowed form."""
+    import re
+
+    text = config.getoption("--conformance-shard")
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", str(text))
+    if m is None or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise _usage("--conformance-shard", text, SHARD_FORM)
+    return int(m.group(1)), int(m.group(2))
 
 
 def _target(config):

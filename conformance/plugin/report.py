@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from conformance.plugin.options import _is_worker, _target
+from conformance.plugin.options import _is_worker, _shard, _target
 
 REPORT_INTERVAL_S = 2.0
 
@@ -25,10 +25,11 @@ def _write_if_asked(config, *, complete: bool, force: bool = False) -> None:
 
 def write_report(path: str, records: list[dict], config, produced: int | None = None, *, complete: bool = True,
                  crashed=()) -> None:
-    """Atomically write {"target", "profile", "selection", "records", "produced", "complete", "crashed_workers"}
-    JSON (temp file, then rename). `produced`: how many records the processes made (each worker counts its own,
-    crash records included); a sound merge has len(records) == produced. `complete` is False for the incremental
-    writes during the run."""
+    """Atomically write {"target", "profile", "seed", "seed_source", "commit", "shard", "selection", "records",
+    "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads"} JSON (temp file, then
+    rename). `produced`: how many records the processes made (each worker counts its own, crash records included);
+    a sound merge has len(records) == produced. `complete` is False for the incremental writes during the run.
+    conformance.plugin.merge merges the reports of the shards of one run."""
     from conformance.reports.files import atomic_write_text
 
     st = getattr(config, "_conformance", None)
@@ -36,9 +37,15 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
            "seed": st.seed if st else None, "seed_source": st.seed_source if st else None,
            "selection": ledger(config), "records": records, "produced": produced, "complete": complete,
            "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
-           "cases_per_second": throughput(config), "threads": st.threads if st else None}
+           "cases_per_second": throughput(config), "threads": st.threads if st else None,
+           "commit": st.commit if st else None, "shard": _shard_doc(config)}
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
 
+
+def _shard_doc(config) -> dict | None:
+    """{"index": I, "count": N} of --conformance-shard (1-based), None for an unsharded run."""
+    shard = _shard(config)
+    return None if shard is None else {"index": shard[0], "count": shard[1]}
 
 
 def plan_summary(config) -> list[dict]:
@@ -68,9 +75,13 @@ def throughput(config) -> dict:
     st = getattr(config, "_conformance", None)
     if st is None:
         return {}
-    return {fam: {"cases": n, "seconds": round(st.family_seconds[fam], 2),
-                  "cases_per_second": round(n / st.family_seconds[fam], 2) if st.family_seconds[fam] else None}
-            for fam, n in sorted(st.family_cases.items())}
+    return {fam: throughput_entry(n, st.family_seconds[fam]) for fam, n in sorted(st.family_cases.items())}
+
+
+def throughput_entry(cases: int, seconds: float) -> dict:
+    """One family's throughput: {"cases", "seconds", "cases_per_second"} (None when no seconds were spent)."""
+    return {"cases": cases, "seconds": round(seconds, 2),
+            "cases_per_second": round(cases / seconds, 2) if seconds else None}
 
 
 

@@ -31,6 +31,7 @@ class _State:
         self.plan_passed: set = set()  # case ids that passed: dropped from the replay file
         self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
         self.family_seconds: Counter = Counter()  # family -> seconds of the tests that judged them
+        self.commit: str | None = None  # the commit under test (seeds.commit_sha; controller), for merge-reports
         self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
         self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
 

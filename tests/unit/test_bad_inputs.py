@@ -252,6 +252,7 @@ PYTEST_CASES = [
     (["--conformance-timeout", "abc"], "--conformance-timeout='abc'"),
     (["--conformance-seed", "abc"], "--conformance-seed='abc'"),
     (["--conformance-seed", "-1"], "--conformance-seed='-1'"),
+    (["--conformance-shard", "4/3"], "--conformance-shard='4/3'"),
     (["--conformance-case", "bad"], "--conformance-case='bad'"),
     (["--conformance-case", ID.replace("M=3", "M=" + "1" + "0" * 40)], "M=1" + "0" * 40),
 ]
@@ -292,5 +293,7 @@ def test_repro_of_a_kernel_that_ends_its_process_names_the_case(tmp_path):
                MISBEHAVING_KERNELS="crashing_dequant_w4a16")
     p = subprocess.run([sys.executable, "-m", "conformance", "--plugin", "misbehaving_plugin", "repro", case],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert p.returncode != 0 and f"repro: running {case} on cpu" in p.stderr
+    from conformance.core.targets import detect_target
+
+    assert p.returncode != 0 and f"repro: running {case} on {detect_target()}" in p.stderr, p.stderr
     _no_traceback(p.stdout, p.stderr)
