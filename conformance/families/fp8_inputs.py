@@ -52,7 +52,12 @@ TRAP_EXPONENTS = (-6, 5)  # torch.randint bounds (high exclusive)
 
 
 def _fp8_grid(fp8_dtype: str) -> torch.Tensor:
-    """Every finite non-negative fp8 value <= the clamp bound, ascending (fp64)."""
+    """Every finite non-negative fp8 value <= the clamp bound, ascending (fp64; a fresh copy)."""
+    return _fp8_grid_once(fp8_dtype).clone()
+
+
+@functools.cache
+def _fp8_grid_once(fp8_dtype: str) -> torch.Tensor:
     v = torch.arange(0, 256, dtype=torch.int32).to(torch.uint8).view(FP8_DTYPES[fp8_dtype]).to(torch.float64)
     v = v[torch.isfinite(v) & (v >= 0) & (v <= FP8_MAX[fp8_dtype])]
     return torch.unique(v)
