@@ -26,7 +26,7 @@ def _write_if_asked(config, *, complete: bool, force: bool = False) -> None:
 def write_report(path: str, records: list[dict], config, produced: int | None = None, *, complete: bool = True,
                  crashed=()) -> None:
     """Atomically write {"target", "profile", "seed", "seed_source", "commit", "shard", "selection", "records",
-    "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads"} JSON (temp file, then
+    "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads", "skipped"} JSON (temp file, then
     rename). `produced`: how many records the processes made (each worker counts its own, crash records included);
     a sound merge has len(records) == produced. `complete` is False for the incremental writes during the run.
     conformance.plugin.merge merges the reports of the shards of one run."""
@@ -38,7 +38,8 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
            "selection": ledger(config), "records": records, "produced": produced, "complete": complete,
            "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
            "cases_per_second": throughput(config), "threads": st.threads if st else None,
-           "commit": st.commit if st else None, "shard": _shard_doc(config)}
+           "commit": st.commit if st else None, "shard": _shard_doc(config),
+           "skipped": st.skipped if st else []}
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from conformance.plugin import skips
 from conformance.plugin.options import _is_worker
 from conformance.plugin.report import _write_if_asked
 
@@ -32,6 +33,7 @@ class _State:
         self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
         self.family_seconds: Counter = Counter()  # family -> seconds of the tests that judged them
         self.commit: str | None = None  # the commit under test (seeds.commit_sha; controller), for merge-reports
+        self.skipped: list[dict] = []  # {"test", "reason"}: every skipped test's full reason (controller)
         self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
         self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
 
@@ -57,6 +59,7 @@ def pytest_runtest_makereport(item, call):
     if call.excinfo is not None and call.excinfo.errisinstance(timeout.CaseTimeout):
         e = call.excinfo.value  # one line, not a traceback: the verdict (case id, replay) is in the records
         rep.longrepr = e.verdict.line() if e.verdict is not None else f"ERROR -- {e}"
+    skips.shorten(rep)  # one line of at most 200 characters; the full reason rides on the report
 
 
 def pytest_runtest_logreport(report):
@@ -69,6 +72,9 @@ def pytest_runtest_logreport(report):
     if _CONFIG_HOLDER and not _is_worker(_CONFIG_HOLDER[0]):
         _note_plan(st, report)
         _note_throughput(st, report, recs or [])
+        full = skips.full_reason(report)
+        if full is not None:
+            st.skipped.append({"test": report.nodeid, "reason": full})
     node = getattr(report, "node", None)  # xdist controller: the worker this report came from
     count = getattr(report, _PRODUCED_KEY, None)
     if node is not None and isinstance(count, int):

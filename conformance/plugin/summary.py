@@ -6,6 +6,7 @@ from collections import Counter, defaultdict
 
 from conformance.plugin.options import _is_worker, _target
 from conformance.plugin.report import ledger, plan_summary, throughput
+from conformance.plugin.skips import short_reason
 from conformance.plugin.state import _State
 
 
@@ -41,7 +42,7 @@ def _skip_reasons(tr, kernel: str, last: dict) -> list[str]:
         if f"[{kernel}" in rep.nodeid or f"-{kernel}-" in rep.nodeid or f"-{kernel}]" in rep.nodeid:
             lr = rep.longrepr
             reasons.append(lr[2] if isinstance(lr, tuple) and len(lr) == 3 else str(lr))
-    return sorted({" ".join(r.split())[:300] for r in reasons if r})
+    return sorted({short_reason(r) for r in reasons if r})
 
 
 def _write_run_modes(tr, config, last: dict) -> None:
@@ -115,7 +116,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for e in ledger(config):
         tr.write_line(f"{_class_label(e)}: selected {e['selected'] or 'NOTHING'}")
         for r in e["refused"]:
-            tr.write_line(f"    {r['kernel']} refused: {r['reason']}")
+            tr.write_line(f"    {r['kernel']} refused: {short_reason(r['reason'])}")
     bad = [r for r in last.values() if r["outcome"] in ("fail", "error")]
     if bad:
         tr.write_sep("-", f"{len(bad)} failing case(s): replay lines")

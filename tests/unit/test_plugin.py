@@ -20,6 +20,10 @@ def test_records(i):
         results.record("k%d" % (i % 3), "exact", "pass" if j else "fail", run_mode="model",
                        case_id="case-%d-%d" % (i, j), worker=os.environ.get("PYTEST_XDIST_WORKER", "main"),
                        threads=torch.get_num_threads(), omp=os.environ.get("OMP_NUM_THREADS"))
+
+
+def test_skips_with_a_long_reason():  # a gate's refusal repeated for every target: one short line in the summary
+    pytest.skip("; ".join(f"k refused on target {t}: not supported there (allowed: cuda)" for t in range(40)))
 '''
 
 
@@ -37,7 +41,7 @@ def _run(tmp_path, *args):
 
 
 def test_report_merges_every_worker_record(tmp_path):
-    doc, out = _run(tmp_path, "-n", "2", "-v")  # -v undoes -q: the header is printed
+    doc, out = _run(tmp_path, "-n", "2", "-v", "-rs")  # -v undoes -q: the header is printed; -rs: skip reasons
     recs = doc["records"]
     assert sorted(r["case_id"] for r in recs) == sorted(f"case-{i}-{j}" for i in range(12) for j in range(3))
     assert {r["worker"] for r in recs} == {"gw0", "gw1"}
@@ -52,6 +56,12 @@ def test_report_merges_every_worker_record(tmp_path):
     assert {(r["threads"], r["omp"]) for r in recs} == {(share, str(share))}
     assert doc["threads"]["workers"] == 2 and doc["threads"]["share"] == share, doc["threads"]
     assert f"conformance: 2 workers x {share} thread" in out, out
+    # the skip reason: one line of at most 200 characters in the summary, the full text in the JSON report
+    skipped = [ln for ln in out.splitlines() if ln.startswith("SKIPPED")]
+    reason = skipped[0].split(": ", 1)[1] if len(skipped) == 1 else ""
+    shown = reason.split(" (+")[0].count("; ") + 1
+    assert len(reason) <= 200 and reason.endswith(f"(+{40 - shown} more; full text in the JSON report)"), skipped
+    assert [s["reason"].count("not supported there") for s in doc["skipped"]] == [40], doc["skipped"]
 
 
 
