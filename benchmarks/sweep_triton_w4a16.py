@@ -182,17 +182,21 @@ def main(argv=None) -> int:
     ap.add_argument("--replays", type=int, default=30)
     ap.add_argument("--merge", default=None, metavar="SWEEP_JSON",
                     help="a previous sweep_<arch>.json whose results for other M join the choice (split sweeps)")
-    ap.add_argument("--dry-run", action="store_true", help="list candidates and build small exact data; no GPU")
+    ap.add_argument("--dry-run", action="store_true",
+                    help="list candidates and check one launch on small exact data (on the kernels' device); no timing")
     a = ap.parse_args(argv)
     ms = tuple(int(m) for m in a.ms.split(","))
     order = sorted(ms, key=lambda m: (0 if m <= 16 else 1 if m <= 128 else 2, m))  # decode first
     if a.dry_run:
         for M in ms:
             print(f"M={M}: {len(candidates(M))} candidates", flush=True)
+        from conformance.core.runtime import kernel_device
+
+        dev = kernel_device()  # the CPU under the interpreter, else the GPU the kernels compile for
         b_q, s, w64 = exact_weight(64, 256)
-        x = exact_data(3, 64, 256, "cpu")
-        y = tw.launch_w4a16_gemm(x, b_q, s, None, GROUP, ZP_BIAS, candidates(1)[1])
-        assert torch.equal(y, (x.double() @ w64).to(torch.float16)), "exact data check failed on CPU"
+        x = exact_data(3, 64, 256, dev)
+        y = tw.launch_w4a16_gemm(x, b_q.to(dev), s.to(dev), None, GROUP, ZP_BIAS, candidates(1)[1])
+        assert torch.equal(y.cpu(), (x.cpu().double() @ w64).to(torch.float16)), f"exact data check failed on {dev}"
         print("dry run ok", flush=True)
         return 0
     if not torch.cuda.is_available():

@@ -1,6 +1,7 @@
 """The bench command and its machinery on a CPU: the no-GPU exit, shape/M parsing, the roofline bytes model,
-the whole run with a fake timer (Triton kernels in the interpreter at tiny shapes), the correctness gate
-(a wrong kernel is reported wrong and never timed), targets, and the JSON/markdown/PNG writers."""
+the whole run with a fake timer (Triton kernels in the interpreter at tiny shapes; on a GPU machine on the GPU,
+where the kernels compile: tests/unit/devices.py), the correctness gate (a wrong kernel is reported wrong and never
+timed), targets, and the JSON/markdown/PNG writers."""
 from __future__ import annotations
 
 import json
@@ -16,6 +17,7 @@ from conformance_bench import bench, bench_report, bench_run, provenance  # noqa
 from conformance import cli  # noqa: E402
 from conformance.core import registry  # noqa: E402
 from references.errors import InvalidInput  # noqa: E402
+from tests.unit.devices import DEV  # noqa: E402
 
 registry.load_all()
 
@@ -117,7 +119,7 @@ def _opts(**kw):
 
 def test_cpu_run_gates_times_and_reports(tmp_path):
     partial, digest = [], provenance.kernel_digest()
-    report = bench_run.run(_opts(), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL,
+    report = bench_run.run(_opts(), device=DEV, timer=FakeTimer(10.0), ceilings=CEIL,
                            on_progress=lambda rep: partial.append(json.loads(json.dumps(rep, default=str))))
     # after each M and after the shape: a run killed at its time limit keeps every finished M
     assert len(partial) == 3 and all(p["complete"] is False for p in partial) and report["complete"] is True
@@ -156,7 +158,7 @@ def test_a_fast_wrong_kernel_is_reported_wrong_not_fast(monkeypatch):
 
     monkeypatch.setattr(type(k), "apply", off_by_a_bit)
     timer = FakeTimer(0.001)  # would be "fastest" by far
-    report = bench_run.run(_opts(kernels=["triton_w4a16"], baselines=()), device="cpu", timer=timer, ceilings=CEIL)
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], baselines=()), device=DEV, timer=timer, ceilings=CEIL)
     assert {r["status"] for r in report["rows"]} == {"wrong"}
     assert all("graph_us" not in r and "statistical tier" in r["detail"] for r in report["rows"])
     assert timer.calls == 0  # nothing timed
@@ -168,7 +170,7 @@ def test_a_fast_wrong_kernel_is_reported_wrong_not_fast(monkeypatch):
 def test_fp8_run_on_cpu_gates_each_kernel():
     opts = _opts(kernels=["fp8_group_quant_triton", "fp8_group_quant_native"], families=("fp8_group_quant",),
                  fp8_tokens=(3,), fp8_hidden=256, baselines=())
-    report = bench_run.run(opts, device="cpu", timer=FakeTimer(2.0), ceilings=CEIL)
+    report = bench_run.run(opts, device=DEV, timer=FakeTimer(2.0), ceilings=CEIL)
     ok = {r["kernel"]: r for r in report["rows"] if r["status"] == "ok"}
     assert set(ok) == {"fp8_group_quant_triton", "fp8_group_quant_native"}
     assert ok["fp8_group_quant_triton"]["gate_metrics"]["max_ratio"] <= 0.5  # correctly rounded
@@ -305,7 +307,7 @@ def test_bench_weight_is_seeded_symmetric_and_never_zero_scaled():
 
 def test_compiled_baselines_through_inductor_are_gated_and_timed():
     """The compiled baselines as on the GPU (inductor), at M = 2: both gated, then timed."""
-    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",)), device="cpu",
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",)), device=DEV,
                            timer=FakeTimer(10.0), ceilings=CEIL)
     rows = {r["kernel"]: r for r in report["rows"]}
     for name in (bench_run.COMPILE_STATIC, bench_run.COMPILE_DYNAMIC):
@@ -317,7 +319,7 @@ def test_static_m_compiles_per_m_and_dynamic_m_once_per_shape():
     """Static M compiles one graph at every new M; dynamic M, compiled once at prefill M before the M loop, serves
     every later M without compiling (graph counting is dynamo's, the same under any backend)."""
     report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2, 3), baselines=("compile",), compile_backend="eager"),
-                           device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)
+                           device=DEV, timer=FakeTimer(10.0), ceilings=CEIL)
     rows = {(r["kernel"], r["M"]): r for r in report["rows"]}
     for M in (2, 3):
         st, dy = rows[(bench_run.COMPILE_STATIC, M)], rows[(bench_run.COMPILE_DYNAMIC, M)]
@@ -333,12 +335,12 @@ def test_a_static_m_call_that_did_not_compile_is_an_error(monkeypatch):
     version: silently, or raising): a 'compiled' row must never time eager torch."""
     opts = _opts(kernels=["triton_w4a16"], ms=(2,), baselines=("compile",), compile_backend="eager")
     monkeypatch.setattr(bench_run, "RECOMPILE_LIMIT", 1)  # the dynamic graph already holds the one entry
-    rows = {r["kernel"]: r for r in bench_run.run(opts, device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)["rows"]}
+    rows = {r["kernel"]: r for r in bench_run.run(opts, device=DEV, timer=FakeTimer(10.0), ceilings=CEIL)["rows"]}
     assert rows[bench_run.COMPILE_DYNAMIC]["status"] == "ok"
     assert rows[bench_run.COMPILE_STATIC]["status"] == "error" and "graph_us" not in rows[bench_run.COMPILE_STATIC]
     monkeypatch.undo()
     monkeypatch.setattr(bench_run, "_dynamo_graphs", lambda: 0)  # as if the call ran eagerly without a word
-    rows = {r["kernel"]: r for r in bench_run.run(opts, device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)["rows"]}
+    rows = {r["kernel"]: r for r in bench_run.run(opts, device=DEV, timer=FakeTimer(10.0), ceilings=CEIL)["rows"]}
     st = rows[bench_run.COMPILE_STATIC]
     assert st["status"] == "error" and "compiled 0 graphs" in st["detail"] and "graph_us" not in st, st
 
@@ -350,7 +352,7 @@ def test_wrong_baselines_are_reported_wrong_not_timed(monkeypatch):
     monkeypatch.setattr(bench, "gptq_dequant_linear", lambda x, q, s, g, z: real(x, q.flip(0), s, g, z))
     monkeypatch.setattr(bench, "dense_linear", lambda x, w: torch.nn.functional.linear(x, w.flip(0)))
     report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(2,), baselines=("dense", "compile"),
-                                 compile_backend="eager"), device="cpu", timer=FakeTimer(10.0), ceilings=CEIL)
+                                 compile_backend="eager"), device=DEV, timer=FakeTimer(10.0), ceilings=CEIL)
     rows = {r["kernel"]: r for r in report["rows"]}
     for name in ("dense_float16", bench_run.COMPILE_STATIC, bench_run.COMPILE_DYNAMIC):
         assert rows[name]["status"] == "wrong" and "graph_us" not in rows[name], (name, rows[name])
@@ -363,7 +365,7 @@ def test_gemlite_is_benched_beside_ours_or_says_why_not():
     from conformance.core.registry import unregister_kernel
 
     try:
-        report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,), baselines=("gemlite",)), device="cpu",
+        report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,), baselines=("gemlite",)), device=DEV,
                                timer=FakeTimer(10.0), ceilings=CEIL)
     finally:
         unregister_kernel(bench_run.GEMLITE_KERNEL)  # other tests in this process count the registered kernels
@@ -386,7 +388,7 @@ def test_markdown_names_each_launch_path():
     assert tile_path({"use_dot": True, "swap_ab": True, "magic": True, "block_m": 16, "block_n": 256,
                       "block_k": 64, "split_k": 1}) == "swap_ab+magic 16x256x64"
     assert tile_path(None) == ""
-    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,), baselines=()), device="cpu",
+    report = bench_run.run(_opts(kernels=["triton_w4a16"], ms=(1,), baselines=()), device=DEV,
                            timer=FakeTimer(10.0), ceilings=CEIL)
     tiles = next(r["tiles"] for r in report["rows"] if r["kernel"] == "triton_w4a16")  # the launch that served M=1
     row = next(line for line in bench_report.render_markdown(report).splitlines() if "| triton_w4a16 | ok |" in line)

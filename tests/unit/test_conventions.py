@@ -66,10 +66,11 @@ class ReciprocalFp8(Kernel):
         return _Fp8Params(config.group_size, config.fp8_dtype, FP8_MAX[config.fp8_dtype])
 
     def apply(self, p, x, ctx):
-        assert x.device == torch.device(ctx.device), (x.device, ctx)
+        # ctx.device names the kernels' device ("cuda" on a GPU host, where x is on the current one, cuda:0)
+        assert x.device.type == torch.device(ctx.device).type, (x.device, ctx)
         xg = x.float().reshape(x.shape[0], -1, p.group_size)
-        amax = torch.maximum(xg.abs().amax(-1), torch.tensor(p.eps, dtype=torch.float32))
-        s = amax * torch.tensor(1.0 / p.fp8_max, dtype=torch.float32)  # the reciprocal multiply
+        amax = torch.maximum(xg.abs().amax(-1), torch.tensor(p.eps, dtype=torch.float32, device=x.device))
+        s = amax * torch.tensor(1.0 / p.fp8_max, dtype=torch.float32, device=x.device)  # the reciprocal multiply
         q = (xg / s.unsqueeze(-1)).clamp(-p.fp8_max, p.fp8_max).reshape(x.shape)
         return q.to(getattr(torch, p.fp8_dtype)), s
 
@@ -110,7 +111,7 @@ class Fp16PartialsW4A16(Kernel):
     def apply(self, W, x, ctx):
         if x.shape[0] > SMALL_M:
             return (x.float() @ W.float()).half()
-        acc = torch.zeros((x.shape[0], W.shape[1]), dtype=torch.float16)
+        acc = torch.zeros((x.shape[0], W.shape[1]), dtype=torch.float16, device=x.device)
         for k0 in range(0, x.shape[1], BLOCK):  # fp16 partial sums: one rounding per block
             acc = acc + (x[:, k0:k0 + BLOCK].float() @ W[k0:k0 + BLOCK].float()).half()
         return acc

@@ -164,6 +164,9 @@ def test_fusion_check_runs_on_plugin_routes(plugins):
     gen = torch.Generator().manual_seed(0)
     x = (torch.randn((3, 128), generator=gen) * 3).to(torch.bfloat16)
     w = (torch.rand(128, generator=gen) + 0.5).to(torch.bfloat16)
+    from tests.unit.devices import on_dev  # the routes call the Triton op: tensors on the kernels' device
+
+    x, w = on_dev(x, w)
     ok = fusion.check_fusion(RmsNormQuantLayer(cfg, w, 1e-6, "thirdparty_fp8_quant"), x)
     assert ok["fused_pairs"] == 1
     with pytest.raises(ContractFailure, match="not matchable"):

@@ -171,7 +171,9 @@ def test_run_header_report_and_summary_carry_the_seed(run):
     assert "conformance: profile ci, seed 0x7 (--conformance-seed)" in p.stdout.splitlines()[:6], p.stdout[:800]
     assert (doc["seed"], doc["seed_source"]) == (7, "--conformance-seed")
     assert "seed 0x7 (--conformance-seed)" in p.stdout.split("conformance summary")[1].splitlines()[0]
-    assert "broken_dequant_w4a16 statistical (cpu): all:" in p.stdout
+    from conformance.core.targets import detect_target
+
+    assert f"broken_dequant_w4a16 statistical ({detect_target()}): all:" in p.stdout  # the run's own target
     assert [s["kernel"] for s in doc["plan"]] == ["broken_dequant_w4a16"]
     assert doc["cases_per_second"]["w4a16"]["cases"] > 0 and "w4a16:" in p.stdout.split("per family")[1]
 
@@ -203,4 +205,6 @@ def test_failed_plan_cases_are_remembered_for_the_next_run(run, monkeypatch):
     """The controller wrote the failed rows' ids to the replay file; the next run plans them first."""
     monkeypatch.setenv("CONFORMANCE_CACHE_DIR", str(run["cache"]))
     failed = [r["case_id"] for r in run["report"]["records"] if r["outcome"] == "fail"]
-    assert failed and plan.replay_case_ids("broken_dequant_w4a16", "statistical", "cpu") == failed
+    from conformance.core.targets import detect_target
+
+    assert failed and plan.replay_case_ids("broken_dequant_w4a16", "statistical", detect_target()) == failed

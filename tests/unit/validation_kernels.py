@@ -31,7 +31,7 @@ class NoisyDequantW4A16(TorchDequant):
             return y
         from conformance.checks.tolerance import ErrorModel, l2_bound
 
-        wd = _dequant(w, x.dtype).double()
+        wd = _dequant(w, x.dtype, x.device).double()  # x's device: the GPU's on a GPU host
         xd = x.reshape(-1, w.K).double()
         tol = ErrorModel(x.dtype, x.dtype, torch.float32).tolerance(y.double(), xd.abs() @ wd.abs(), w.K,
                                                                       l2_bound(xd, wd))

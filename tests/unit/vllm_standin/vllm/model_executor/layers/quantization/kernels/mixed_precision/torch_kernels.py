@@ -63,9 +63,9 @@ class _DequantOnceKernel(MPLinearKernel):
             z = _unpack(words, 1, bits)
             assert tuple(z.shape) == tuple(s.shape), f"qzeros shape mismatch: {tuple(z.shape)} vs {tuple(s.shape)}"
         else:
-            z = torch.full(s.shape, c.weight_type.bias, dtype=torch.int32)
+            z = torch.full(s.shape, c.weight_type.bias, dtype=torch.int32, device=s.device)  # on the weights' device
         gs = K if c.group_size == -1 else c.group_size
-        g = getattr(layer, self.w_gidx_name).long() if c.has_g_idx else torch.arange(K) // gs
+        g = getattr(layer, self.w_gidx_name).long() if c.has_g_idx else torch.arange(K, device=s.device) // gs
         w = ((q - z[g]).to(torch.float32) * s[g]).to(c.act_type)
         layer.register_parameter("w_dequant", torch.nn.Parameter(w, requires_grad=False))
 
