@@ -102,6 +102,10 @@ def test_pinned_config_rotates_num_groups_and_restores(monkeypatch):
             seen.append(tuner.configs[0].kwargs["NUM_GROUPS"])
         assert tuner.configs == cfg
     assert seen == [*adapter.NUM_GROUPS, adapter.NUM_GROUPS[0]]
+    with adapter.pinned_config(tuner, 195):  # 2 or 16 rows per program would launch more than 8 programs
+        assert tuner.configs[0].kwargs["NUM_GROUPS"] in (32, 64, 128)
+    with adapter.pinned_config(tuner, 5000):
+        assert tuner.configs[0].kwargs["NUM_GROUPS"] == 128
     monkeypatch.setattr(adapter, "interpreting", lambda: False)
     with adapter.pinned_config(tuner, 1):
         assert tuner.configs == cfg  # on a GPU the autotuner chooses
