@@ -292,15 +292,20 @@ def _legacy_texts(family, body: str) -> dict:
     return out
 
 
-def _key_value_texts(family, body: str) -> dict:
-    """key -> value text of a key=value body; unknown and repeated keys raise InvalidInput."""
-    table = {f.key: f for f in id_fields(family)}
+def _key_value_texts(family, body: str, fields=None, what: str | None = None) -> dict:
+    """key -> value text of a key=value body (keys of `fields`, default id_fields(family)); unknown and repeated keys
+    raise InvalidInput (`what` names the table in the message)."""
+    table = {f.key: f for f in (id_fields(family) if fields is None else fields)}
+    what = what or f"a key of family {family.name}"
     out = {}
     for part in body.split(","):
         key, eq, text = part.partition("=")
         require(bool(eq and key), "case id field", part,
                 f"key=value (fields joined by ','; keys {list(table)}), e.g. {EXAMPLE_ID}")
-        require(key in table, key, text, f"a key of family {family.name}: one of {list(table)}")
+        require(key != "check" or "check" in table, key, text,
+                "no check= key in a case id: an id with check= names a contract or fusion check (a check id); "
+                "`python -m conformance repro ID` replays it")
+        require(key in table, key, text, f"{what}: one of {list(table)}")
         require(key not in out, key, text, f"one value per key ({key}={out.get(key)} is already given)")
         out[key] = text
     return out

@@ -4,11 +4,16 @@ Each check takes a kernel (its `op` handle) and samples (operands + activations 
 kernel's own `load`), raises ContractFailure with a readable reason when the contract is broken, and
 records one result per kernel through conformance.results. Checks: "fake_vs_real", "make_fx",
 "opcheck", "compile_boundary" (the fusion check lives in conformance.fusion).
+
+Every failure replays: an exception out of a check carries `case_id`, the check id of the sample it failed on
+(conformance.cases.check_ids: `w4a16/KERNEL/check=opcheck,M=5,...,seed=1`), and `run_check` records it with its
+replay line (`python -m conformance repro ID`, conformance.checks.check_replay) in the fields a case's record uses.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import operator
 import os
 import time
@@ -21,6 +26,8 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from conformance.cases.check_ids import CHECKS as CONTRACT_CHECKS
+from conformance.cases.check_ids import CheckCase
 from conformance.core import results
 from conformance.core.bits import bits_equal
 from conformance.core.kernel import kernel_call
@@ -28,9 +35,9 @@ from conformance.core.registry import Kernel, all_kernels
 from conformance.core.targets import Target, parse_target
 from conformance.families import get_family
 
-CHECKS = ("fake_vs_real", "make_fx", "opcheck", "compile_boundary")
-# every contract check a report shows, in its column order: these four and the fusion check (conformance.checks.fusion)
-CONTRACT_CHECKS = (*CHECKS, "fusion")
+# CONTRACT_CHECKS (from the check-id grammar): every contract check a report shows, in its column order; the
+# four here and the fusion check (conformance.checks.fusion)
+CHECKS = tuple(c for c in CONTRACT_CHECKS if c != "fusion")
 OPCHECK_UTILS = ("test_schema", "test_faketensor", "test_aot_dispatch_dynamic", "test_autograd_registration")
 # targets tried, in order, to find one whose gate accepts a config: gates describe the hardware a
 # config is served on, but every sample here runs on the CPU (Triton interpreter or plain torch)
@@ -97,6 +104,42 @@ class Sample:
         return ",".join(f"{k}={v}" for k, v in self.spec.items())
 
 
+def check_id(check: str, kernel: Kernel, spec: dict) -> str | None:
+    """The check id of `check` on `kernel` with the sample drawn from `spec`, or None when the kernel's family maps
+    no spec keys to id fields (Family.contract_spec_fields is empty: such a failure has no id)."""
+    from conformance.families import get_family
+
+    if not get_family(kernel.family).contract_spec_fields:
+        return None
+    return CheckCase.from_spec(check, kernel.name, kernel.family, spec).id
+
+
+def names_its_input(check: str):
+    """Decorator for a check fn(kernel, sample, ...): an exception out of it carries `case_id`, the check id of
+    `check` on that sample (kept when a nested check already set one)."""
+    def wrap(fn):
+        @functools.wraps(fn)
+        def run(kernel, sample, *args, **kwargs):
+            try:
+                return fn(kernel, sample, *args, **kwargs)
+            except Exception as e:
+                if getattr(e, "case_id", None) is None:
+                    e.case_id = check_id(check, kernel, sample.spec)
+                raise
+        return run
+    return wrap
+
+
+def failure_case_id(e: BaseException) -> str | None:
+    """The check id an exception carries (for a group, e.g. hypothesis's several distinct failures: the first)."""
+    cid = getattr(e, "case_id", None)
+    for sub in getattr(e, "exceptions", ()) if cid is None else ():
+        cid = failure_case_id(sub)
+        if cid:
+            break
+    return cid
+
+
 def gate_target(kernel: Kernel, config) -> Target | None:
     """The first of GATE_TARGETS whose gate accepts `config` for `kernel`, or None. On a GPU machine only the
     detected target counts: the real op runs there, and must not be handed configs its hardware lacks."""
@@ -111,6 +154,16 @@ def gate_target(kernel: Kernel, config) -> Target | None:
         if kernel.can_implement(config, target) is None:
             return target
     return None
+
+
+def op_run_mode(kernel: Kernel) -> str:
+    """How the kernel's real op runs here (harness._execution for this machine): 'interpreter' for Triton on a CPU
+    host, 'device' for plain torch or a GPU."""
+    from conformance.checks.harness import _execution
+    from conformance.core.runtime import interpreting
+    from conformance.core.targets import detect_target
+
+    return _execution(kernel, detect_target())[0] or ("interpreter" if interpreting() else "device")
 
 
 def config_for(kernel: Kernel, spec: dict):
@@ -269,6 +322,7 @@ def _fake_impl(op: torch._ops.OpOverload):
     return None if kernel is None else kernel.func
 
 
+@names_its_input("fake_vs_real")
 def check_fake_vs_real(kernel: Kernel, sample: Sample) -> dict:
     """The fake impl (FakeTensorMode) matches the real op on shape, dtype, device, stride of every output,
     launches nothing, and its own trace holds only allocations/views (it computes nothing)."""
@@ -329,6 +383,7 @@ def graph_summary(gm, op) -> tuple[int, list[str], list[str]]:
     return n_op, other, meta
 
 
+@names_its_input("make_fx")
 def check_make_fx(kernel: Kernel, sample: Sample) -> dict:
     """make_fx (fake and symbolic) of kernel.apply shows exactly one node for the op and no other compute."""
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -355,6 +410,7 @@ def check_make_fx(kernel: Kernel, sample: Sample) -> dict:
 # Check 3: opcheck
 # ------------------------------------------------------------------------------------------------
 
+@names_its_input("opcheck")
 def check_opcheck(kernel: Kernel, sample: Sample, test_utils=OPCHECK_UTILS) -> dict:
     """torch.library.opcheck on the op's captured arguments; every sub-test must report SUCCESS.
 
@@ -471,6 +527,7 @@ def _tiles(cfg: dict | None) -> dict | None:
     return None if cfg is None else {k: v for k, v in cfg.items() if k not in ("M", "N", "K")}
 
 
+@names_its_input("compile_boundary")
 def check_compile_boundary(kernel: Kernel, sample: Sample, prefill_m: int | None = None) -> dict:
     """Under torch.compile (inductor, M dynamic) the op is one opaque node in the dynamo and post-grad
     graphs; after compiling at prefill M, a decode (M=1) call of the compiled graph launches the tile
@@ -572,20 +629,31 @@ def _outside_statistical_bound(kernel: Kernel, sample: Sample, a, b) -> str | No
 # Recording
 # ------------------------------------------------------------------------------------------------
 
+def replay_line(case_id: str | None, kernel) -> str:
+    """`python -m conformance [--plugin MODULE] repro ID` for a check id ("" without one)."""
+    from conformance.checks.harness import replay_command
+
+    return replay_command(case_id, None, kernel.name) if case_id else ""
+
+
 def run_check(check: str, kernel: Kernel, fn: Callable[[], Any], run_mode: str | None = None,
               case_id: str | None = None) -> dict:
-    """Run one check, record pass/fail/error with timing, and re-raise failures for pytest."""
+    """Run one check, record pass/fail/error with timing, and re-raise failures for pytest. A failure's record
+    carries its check id (`case_id`, else the one the exception carries: names_its_input) and replay line, as a
+    case's record does; a ContractFailure's message gains the replay line."""
     t0 = time.perf_counter()
     try:
         detail = fn()
-    except ContractFailure as e:
-        results.record(kernel.name, check, "fail", run_mode=run_mode, case_id=case_id, detail=str(e),
-                       metrics={"seconds": round(time.perf_counter() - t0, 3)})
-        raise
     except Exception as e:
-        results.record(kernel.name, check, "error", run_mode=run_mode, case_id=case_id,
-                       detail=f"{type(e).__name__}: {e}", metrics={"seconds": round(time.perf_counter() - t0, 3)})
+        cid = case_id or failure_case_id(e)
+        replay = replay_line(cid, kernel)
+        failed = isinstance(e, ContractFailure)
+        results.record(kernel.name, check, "fail" if failed else "error", run_mode=run_mode, case_id=cid,
+                       detail=str(e) if failed else f"{type(e).__name__}: {e}", replay=replay,
+                       metrics={"seconds": round(time.perf_counter() - t0, 3)})
+        if failed and replay and e.args and isinstance(e.args[0], str) and "replay: " not in e.args[0]:
+            e.args = (f"{e.args[0]} -- replay: {replay}", *e.args[1:])
         raise
     results.record(kernel.name, check, "pass", run_mode=run_mode, case_id=case_id, detail=str(detail),
-                   metrics={"seconds": round(time.perf_counter() - t0, 3)})
+                   replay=replay_line(case_id, kernel), metrics={"seconds": round(time.perf_counter() - t0, 3)})
     return detail

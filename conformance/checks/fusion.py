@@ -5,6 +5,10 @@ op (plain torch, fp32 math). The pass, built for one quant config like a compile
 the quant implementations it can fuse (MATCHED_KERNELS): for each it traces "rms_norm then that quant"
 at the graph's shapes and rewrites every occurrence to the fused op. A quant route that emits anything
 else (even a wrapper computing the same numbers) is left unfused: check_fusion reports that.
+
+The check's input is a quant config, a row count and a seed (`layer_inputs`); its check id
+(`check_id`: `fp8_group_quant/KERNEL/check=fusion,T=7,H=256,...,seed=0`) replays it
+(conformance.checks.check_replay).
 """
 from __future__ import annotations
 
@@ -13,6 +17,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 from conformance.core.kernel import kernel_call
 from conformance.core.registry import get_kernel
+
+TOKENS = 7  # rows of the layer input the suite's fusion check uses
+NORM_EPS = 1e-6  # the RMSNorm eps of the layer the fusion check builds
 
 # quant kernels whose graphs the pass fuses, with the zero-group policy the fused op must then follow
 MATCHED_KERNELS = ("fp8_group_quant_triton", "fp8_group_quant_native", "fp8_group_quant_cuda",
@@ -192,14 +199,28 @@ def check_fusion(layer, x: torch.Tensor) -> dict:
     return {"route": layer.route, "fused_pairs": n, "ops_before": before["other"], "fused_equals_unfused": same}
 
 
-def record_fusion(layer, x, run_mode: str = "model") -> dict:
-    """check_fusion with a results record under check 'fusion' for the route's kernel."""
-    from conformance.checks.contracts import run_check
+def layer_inputs(config, tokens: int = TOKENS, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(x [tokens, hidden], norm weight [hidden]) for the fusion check, from the seed, on the kernels' device: x is
+    3 * normal with its row 2's first group all zero (where the zero-group policies differ); weight in [0.5, 1.5)."""
+    from conformance.core.dtypes import torch_dtype
+    from conformance.core.runtime import kernel_device
 
-    class _K:
-        name = layer.kernel_name
-    return run_check("fusion", _K, lambda: check_fusion(layer, x), run_mode=run_mode, case_id=f"route={layer.route}")
+    gen = torch.Generator().manual_seed(seed)
+    dt = torch_dtype(config.dtype)
+    x = (torch.randn((tokens, config.hidden), generator=gen) * 3).to(dt)
+    if tokens > 2:
+        x[2, :config.group_size] = 0
+    w = (torch.rand(config.hidden, generator=gen) + 0.5).to(dt)
+    dev = kernel_device()  # cuda on a GPU machine: the Triton route cannot take CPU tensors there
+    return x.to(dev), w.to(dev)
+
+
+def check_id(kernel_name: str, config, tokens: int = TOKENS, seed: int = 0) -> str:
+    """The check id of the fusion check of `kernel_name` on layer_inputs(config, tokens, seed)."""
+    from conformance.cases.check_ids import CheckCase
+
+    return CheckCase.from_config("fusion", kernel_name, config, tokens, seed).id
 
 
 __all__ = ["rms_norm", "rms_norm_fp8_group_quant", "reference_rms_norm", "RmsNormQuantFusionPass",
-           "check_fusion", "record_fusion", "graph_counts", "FUSED_OP", "RMS_OP", "MATCHED_KERNELS"]
+           "check_fusion", "graph_counts", "layer_inputs", "check_id", "FUSED_OP", "RMS_OP", "MATCHED_KERNELS"]

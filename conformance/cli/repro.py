@@ -1,5 +1,9 @@
 """`repro CASE_ID [--target T]`: run exactly one case; exit 0 pass, 1 fail, 125 cannot run here, 2 bad id.
 
+CASE_ID is a case id or a check id (`...,check=opcheck,...`: a contract or fusion check on one input,
+conformance.cases.check_ids), replayed by conformance.checks.check_replay with the same exit codes. A check id runs
+on this machine (--target must be left at auto, or name this machine's target).
+
 Exit codes follow `git bisect run`: 125 tells bisect to skip a commit where the case cannot run (the
 kernel is unavailable and has no model, its gate refuses the case on this target, or no kernel of that
 name is registered at this commit: bisecting across a kernel's introduction must skip the commits before
@@ -10,17 +14,20 @@ from __future__ import annotations
 import sys
 
 NAME = "repro"
-HELP = ("replay one case id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here (incl. kernel "
-        "not registered at this commit), 2 bad id")
+HELP = ("replay one case id or check id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here (incl. "
+        "kernel not registered at this commit), 2 bad id")
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_ID, EXIT_CANNOT_RUN = 0, 1, 2, 125
 
 
 def add_arguments(p) -> None:
-    p.add_argument("case_id", metavar="CASE_ID", help="a case id as printed by a failure, e.g. "
-                   "w4a16/triton_w4a16/M3-N64-K256-g32-uint4-ao-fp16-gptq_v1-exact-exact-s1234")
+    p.add_argument("case_id", metavar="CASE_ID", help="a case id or check id as printed by a failure, e.g. "
+                   "w4a16/triton_w4a16/M=3,N=64,K=256,g=32,wt=uint4,ao=1,dt=fp16,fmt=gptq_v1,regime=exact,tier=exact,"
+                   "seed=1234 or w4a16/triton_w4a16/check=opcheck,M=5,N=256,K=256,g=128,wt=uint4,ao=0,dt=fp16,"
+                   "fmt=gptq_v2,seed=1")
     p.add_argument("--target", default="auto", help="target to judge gates for (default: auto, this machine)")
-    p.add_argument("--no-determinism", action="store_true", help="run the kernel once (skip the two-run check)")
+    p.add_argument("--no-determinism", action="store_true", help="run the kernel once (skip the two-run check; "
+                   "a check id has none)")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
                    help="per-call time limit in seconds; a kernel running longer is an ERROR verdict (exit 1); "
                         "0 = none (default: 300)")
@@ -43,12 +50,17 @@ def _checked_target_and_timeout(args):
 
 
 def run(args) -> int:
-    from conformance.cases.ids import parse_case_id
-    from conformance.checks.harness import run_case
+    from conformance.cases.check_ids import CheckCase, parse_id
     from conformance.core import registry
 
-    case = parse_case_id(args.case_id)  # InvalidInput -> exit 2 in cli.main
+    case = parse_id(args.case_id)  # InvalidInput -> exit 2 in cli.main
     target = _checked_target_and_timeout(args)
+    if isinstance(case, CheckCase):
+        from conformance.core.targets import detect_target
+        from references.errors import require
+
+        require(target == detect_target(), "--target", args.target, f"auto or {detect_target()} for a check id "
+                "(contract and fusion checks run the kernel's op on this machine)")
     try:
         kernel = registry.get_kernel(case.kernel)
     except registry.RegistryError as e:
@@ -58,7 +70,14 @@ def run(args) -> int:
         return EXIT_CANNOT_RUN
     # said before the kernel runs: a kernel that ends the process (os._exit, a segfault) still leaves the case named
     print(f"repro: running {case.id} on {target}", file=sys.stderr, flush=True)
-    v = run_case(case, kernel, target, check_determinism=not args.no_determinism)
+    if isinstance(case, CheckCase):
+        from conformance.checks.check_replay import run_check_case
+
+        v = run_check_case(case, kernel)
+    else:
+        from conformance.checks.harness import run_case
+
+        v = run_case(case, kernel, target, check_determinism=not args.no_determinism)
     print(v.line())
     if v.metrics:
         print("metrics: " + ", ".join(f"{k}={val}" for k, val in sorted(v.metrics.items())))

@@ -107,6 +107,8 @@ class Family:
         dict as a config, and its operands (through the kernel's own load) and activations.
       contract_specs() / contract_representatives() / contract_alternates(spec, accepts) (family): the
         hypothesis specs, fixed representative specs, and extra opcheck specs of the suite's contract tests.
+      contract_spec_fields: ((spec key, case attr), ...) for every spec key but seed: a contract failure's
+        check id writes its spec as case fields (conformance.cases.check_ids); () = no check ids.
       cli_fields: `select` argument dests only this family reads; config_from_args(args) -> config (family).
     """
 
@@ -137,6 +139,7 @@ class Family:
     prefill_m: int = 64
     bench_prefill_m: int = 512
     cli_fields: tuple = ()
+    contract_spec_fields: tuple = ()  # ((contract spec key, case attr), ...): check ids (cases.check_ids)
 
     def __init_subclass__(cls, **kw):
         super().__init_subclass__(**kw)

@@ -334,6 +334,10 @@ class Fp8GroupQuantFamily(Family):
         gen = torch.Generator().manual_seed(spec["seed"])
         return operands, (torch.randn((spec["M"], spec["K"]), generator=gen) * 3).to(torch_dtype(spec["dtype"]))
 
+    # a contract spec's keys as case fields: a contract failure's check id (conformance.cases.check_ids)
+    contract_spec_fields = (("M", "tokens"), ("K", "hidden"), ("group_size", "group_size"), ("dtype", "dtype"),
+                            ("fp8_dtype", "fp8_dtype"), ("ue8m0", "ue8m0"), ("column_major", "column_major_scales"))
+
     def contract_specs(self):
         from hypothesis import strategies as st
 

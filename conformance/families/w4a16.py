@@ -317,6 +317,11 @@ class W4A16Family(Family):
                                self.contract_config(spec))
         return operands, random_activations(spec["M"], spec["K"], dtype, "normal", seed)
 
+    # a contract spec's keys as case fields: a contract failure's check id (conformance.cases.check_ids)
+    contract_spec_fields = (("M", "M"), ("N", "N"), ("K", "K"), ("group_size", "group_size"),
+                            ("wtype", "weight_type"), ("act_order", "act_order"), ("dtype", "dtype"),
+                            ("format", "format"))
+
     def contract_specs(self):
         """Small specs: multi-tile N, split-K decode rows, odd M tails (act-order AWQ does not exist)."""
         from hypothesis import strategies as st

@@ -1,12 +1,14 @@
-"""Contract checks over every registered kernel exposed as a custom op (kernel.op is not None)."""
+"""Contract checks over every registered kernel exposed as a custom op (kernel.op is not None).
+
+A failure's record and message carry the check id of the input it failed on (conformance.cases.check_ids) and its
+replay line, `python -m conformance repro ID`."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 
 from conformance.checks import contracts
 from conformance.core import registry
-from conformance.core.runtime import interpreting
 from conformance.families import get_family
 
 registry.load_all()
@@ -40,13 +42,7 @@ def representative(kernel):
     pytest.fail(f"kernel={kernel.name}: no representative spec accepted by its gate")
 
 
-def mode(kernel):
-    """How the kernel's real op runs here (harness._execution for this machine): 'interpreter' for Triton on a CPU
-    host, 'device' for plain torch or a GPU."""
-    from conformance.checks.harness import _execution
-    from conformance.core.targets import detect_target
-
-    return _execution(kernel, detect_target())[0] or ("interpreter" if interpreting() else "device")
+mode = contracts.op_run_mode  # how the kernel's real op runs here: 'interpreter' or 'device'
 
 
 @pytest.mark.parametrize("kernel", OP_KERNELS, ids=IDS)
@@ -54,7 +50,10 @@ def test_fake_vs_real(kernel):
     representative(kernel)  # skips with the gate's reason where no spec can run here (a ROCm kernel on CUDA)
     seen = []
 
+    # no shrinking: each example runs the real op in the interpreter, and shrinking a broken fake impl (wrong on
+    # every spec) took over five minutes; the first failing example's check id replays it just as well
     @settings(max_examples=FAKE_EXAMPLES, deadline=None, derandomize=True, database=None,
+              phases=(Phase.explicit, Phase.reuse, Phase.generate),
               suppress_health_check=[HealthCheck.filter_too_much, HealthCheck.too_slow])
     @given(spec=specs_for(kernel))
     def prop(spec):
@@ -65,8 +64,10 @@ def test_fake_vs_real(kernel):
 
 @pytest.mark.parametrize("kernel", OP_KERNELS, ids=IDS)
 def test_make_fx_one_node(kernel):
-    sample = contracts.build_sample(kernel, representative(kernel))
-    contracts.run_check("make_fx", kernel, lambda: contracts.check_make_fx(kernel, sample), run_mode=mode(kernel))
+    spec = representative(kernel)
+    sample = contracts.build_sample(kernel, spec)
+    contracts.run_check("make_fx", kernel, lambda: contracts.check_make_fx(kernel, sample), run_mode=mode(kernel),
+                        case_id=contracts.check_id("make_fx", kernel, spec))
 
 
 @pytest.mark.parametrize("kernel", OP_KERNELS, ids=IDS)
@@ -80,6 +81,7 @@ def test_opcheck(kernel):
 
 @pytest.mark.parametrize("kernel", OP_KERNELS, ids=IDS)
 def test_compile_boundary(kernel):
-    sample = contracts.build_sample(kernel, representative(kernel))
+    spec = representative(kernel)
+    sample = contracts.build_sample(kernel, spec)
     contracts.run_check("compile_boundary", kernel, lambda: contracts.check_compile_boundary(kernel, sample),
-                        run_mode=mode(kernel))
+                        run_mode=mode(kernel), case_id=contracts.check_id("compile_boundary", kernel, spec))

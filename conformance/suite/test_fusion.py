@@ -9,8 +9,6 @@ from conformance.checks.contracts import run_check
 from conformance.checks.harness import _execution
 from conformance.checks.quant_layer import RmsNormQuantLayer, fusion_routes, route_availability
 from conformance.core import registry, results
-from conformance.core.dtypes import torch_dtype
-from conformance.core.runtime import kernel_device
 from conformance.core.targets import detect_target
 from conformance.families.config import Fp8QuantConfig
 from references.fp8 import fp8_group_quant_reference
@@ -22,13 +20,7 @@ CFG_IDS = ["g64-bf16", "g128-fp16-ue8m0-colmajor"]
 
 
 def _inputs(cfg, seed=0):
-    gen = torch.Generator().manual_seed(seed)
-    dt = torch_dtype(cfg.dtype)
-    x = (torch.randn((7, cfg.hidden), generator=gen) * 3).to(dt)
-    x[2, :cfg.group_size] = 0  # an all-zero group: the policies differ there
-    w = (torch.rand(cfg.hidden, generator=gen) + 0.5).to(dt)
-    dev = kernel_device()  # cuda on a GPU machine: the Triton route cannot take CPU tensors there
-    return x.to(dev), w.to(dev)
+    return fusion.layer_inputs(cfg, fusion.TOKENS, seed)  # row 2's first group all zero: the policies differ there
 
 
 ROUTE_OF = {kernel: route for route, kernel in fusion_routes().items()}  # every fusion_route kernel, plugins too
@@ -38,17 +30,18 @@ ROUTE_OF = {kernel: route for route, kernel in fusion_routes().items()}  # every
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CFG_IDS)
 def test_every_route_is_fused(kernel_name, cfg):
     """Every kernel declaring `fusion_route = True` (built-in routes and plugins) is fused by the RMSNorm + quant
-    pass, and the fused graph gives the unfused layer's bits; a route whose op is absent here skips with why."""
+    pass, and the fused graph gives the unfused layer's bits; a route whose op is absent here skips with why. The
+    record carries the check id (`...check=fusion,...`) and its replay line."""
     route = ROUTE_OF[kernel_name]
+    case_id = fusion.check_id(kernel_name, cfg, fusion.TOKENS, 0)
     why = route_availability(route)
     if why is not None:
-        results.record(kernel_name, "fusion", "skip", run_mode="model", detail=why)
+        results.record(kernel_name, "fusion", "skip", run_mode="model", detail=why, case_id=case_id)
         pytest.skip(f"route={route}: {why}")
     x, w = _inputs(cfg)
-    layer = RmsNormQuantLayer(cfg, w, 1e-6, route)
+    layer = RmsNormQuantLayer(cfg, w, fusion.NORM_EPS, route)
     mode = _execution(layer.kernel, detect_target())[0] or "model"
-    run_check("fusion", layer.kernel, lambda: fusion.check_fusion(layer, x), run_mode=mode,
-              case_id=f"route={route},{cfg.group_size},{cfg.dtype}")
+    run_check("fusion", layer.kernel, lambda: fusion.check_fusion(layer, x), run_mode=mode, case_id=case_id)
 
 
 @pytest.mark.parametrize("policy", fusion.POLICIES)
