@@ -2,7 +2,22 @@
 # GPU runs of the bench and the triton_w4a16 tile sweep, everything written under $OUT.
 #
 #   bash benchmarks/run_gpu.sh [STEP...]     STEP: smoke | sweep | sweep-fp8 | bench | bench-w4a16 | bench-fp8 | suite | gemlite
-#                                            | all | final | two-gpu
+#                                            | all | final | two-gpu | ci | gemlite5
+#
+# Scratch: everything the script writes outside $OUT goes under $SCRATCH (default /tmp), each path its own variable
+# that a caller can point elsewhere (tests/unit/test_bench_gpu_runs.py points them all into its tmp dir):
+# SWEEP_KEEP, GEMLITE_SITE (the GemLite install; emptied and refilled by each install), SUITE_JSON, CI_SCRATCH,
+# GEMLITE5_SCRATCH, TRITON_CACHE_DIR, TORCHINDUCTOR_CACHE_DIR, CONFORMANCE_CACHE_DIR.
+#
+# `ci` (one H200, one call, <= ~8 min): benchmarks/gpu_ci.py runs the README's test command (python -m pytest -n
+# auto, <= CI_README_S = 240 s), then the shipped suite from an empty Triton cache (<= CI_SUITE_COLD_S = 120 s) and
+# again with that cache (<= CI_SUITE_WARM_S = 60 s), and writes $OUT/gpu_ci.json (commit, clean, device, torch,
+# triton; per run: command, wall_s, passed, failed, skipped, errors, jit_compiles, jit_seconds); logs
+# ci_<run>.log beside it. Record it as benchmarks/results/h200/gpu_ci.json.
+# `gemlite5`: benchmarks/gemlite_runs.py, GEMLITE5_RUNS (5) consecutive ci-profile GemLite runs, each under
+# GEMLITE5_RUN_S (100 s), within GEMLITE5_BUDGET_S (540 s): exit code and wall of each in $OUT/gemlite5.json
+# (needs .whl/ as `gemlite`). Runs slower than the limit: split over two calls (GEMLITE5_RUNS=3, then 2).
+# Neither runs the smoke first.
 #
 # `final` (one H200, one call, <= FINAL_BUDGET_S = 570 s wall): smoke, the suite on the device (GemLite as a plugin
 # when .whl/ holds its wheels), then the bench of the README (issue shapes, llama3-8b, llama3-70b, 12 M values,
@@ -16,14 +31,14 @@
 # (`python -m conformance_bench.provenance` prints that prefix); the suite's seed is then the commit's, as in CI.
 #
 # `suite` runs the conformance suite, the regressions and the GPU kernel check on the device
-# (suite.log, kernel_check.json; the full record goes to /tmp/suite.json). A `sweep` in the same call makes the later steps use its
+# (suite.log, kernel_check.json; the full record goes to $SUITE_JSON). A `sweep` in the same call makes the later steps use its
 # fresh table (CONFORMANCE_W4A16_TILES), not kernels/tiles/tiles_<arch>.json.
 #
 # One device command is limited to 10 minutes, so the usual plan is two calls:
 #   call 1: bash benchmarks/run_gpu.sh sweep   (smoke + sweep, ~8 min; returns sweep/tiles_sm90.json)
 #   copy sweep/tiles_sm90.json to kernels/tiles/ here (the kernel loads it from there), then
 #   call 2: bash benchmarks/run_gpu.sh bench   (smoke + bench, ~6-8 min)
-# A warm machine also keeps the sweep's table in /tmp/conformance_sweep, which `bench` uses when
+# A warm machine also keeps the sweep's table in $SWEEP_KEEP, which `bench` uses when
 # kernels/tiles/ has none for the arch. Files back (at most 8, 2 folders deep): smoke.log, sweep.log,
 # sweep/tiles_<arch>.json, sweep/sweep_<arch>.json, bench.log, bench/bench.{json,md,png}.
 set -x
@@ -36,15 +51,21 @@ cd "$ROOT"
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 PY="${PYTHON:-python3}"
 STEPS="${*:-all}"
-SWEEP_KEEP=/tmp/conformance_sweep
+SCRATCH="${SCRATCH:-/tmp}"
+SWEEP_KEEP="${SWEEP_KEEP:-$SCRATCH/conformance_sweep}"
+GEMLITE_SITE="${GEMLITE_SITE:-$SCRATCH/conformance_gemlite_site}"  # this script's own: removed before each install
+SUITE_JSON="${SUITE_JSON:-$SCRATCH/suite.json}"
+CI_SCRATCH="${CI_SCRATCH:-$SCRATCH/conformance_ci}"
+GEMLITE5_SCRATCH="${GEMLITE5_SCRATCH:-$SCRATCH/conformance_gemlite5}"
 T0=$SECONDS
 # the suite's seed when the commit is given: the one CI uses for that commit (conformance/cases/seeds.py)
 if [ -z "${CONFORMANCE_SEED:-}" ] && [ -n "${CONFORMANCE_COMMIT:-}" ]; then
   export CONFORMANCE_SEED="0x${CONFORMANCE_COMMIT:0:8}"
 fi
 # keep inductor/triton caches off the repo copy's tracked paths
-export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/conformance_inductor}"
-export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-/tmp/conformance_triton}"
+export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-$SCRATCH/conformance_inductor}"
+export TRITON_CACHE_DIR="${TRITON_CACHE_DIR:-$SCRATCH/conformance_triton}"
+export CONFORMANCE_CACHE_DIR="${CONFORMANCE_CACHE_DIR:-$SCRATCH/conformance_cache}"  # example database, replays
 
 has() { case " $STEPS " in *" $1 "*|*" all "*) return 0;; *) return 1;; esac; }
 
@@ -121,22 +142,24 @@ bench() {  # $1: families
 }
 
 sweep_fp8() {
-  timeout 240 "$PY" benchmarks/sweep_fp8_group_quant.py "$OUT/sweep_fp8.json" 2>&1 | tee /tmp/sweep_fp8.log
+  mkdir -p "$SCRATCH"
+  timeout 240 "$PY" benchmarks/sweep_fp8_group_quant.py "$OUT/sweep_fp8.json" 2>&1 | tee "$SCRATCH/sweep_fp8.log"
   echo "sweep-fp8 exit: $?"
 }
 
 suite() {
   echo "tile table: ${CONFORMANCE_W4A16_TILES:-kernels/tiles/tiles_<arch>.json}"
   timeout "${SUITE_TIMEOUT_S:-300}" "$PY" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
-    --conformance-report /tmp/suite.json 2>&1 | tail -n 60 | tee "$OUT/suite.log"
+    --conformance-report "$SUITE_JSON" 2>&1 | tail -n 60 | tee "$OUT/suite.log"
   echo "suite exit: $?" | tee -a "$OUT/suite.log"
   timeout 240 "$PY" benchmarks/gpu_kernel_check.py "$OUT/kernel_check.json" 2>&1 | tail -n 30 | tee -a "$OUT/suite.log"
 }
 
 gemlite_install() {  # GemLite's wheels from .whl/ (built on the CPU machine; carried there): 0 when gemlite imports
   ls .whl/gemlite-*.whl >/dev/null 2>&1 || { echo "gemlite: no .whl/gemlite-*.whl here, GemLite not installed"; return 1; }
-  rm -rf /tmp/site && "$PY" -m pip install --no-deps --no-index --target /tmp/site .whl/*.whl 2>&1 | tail -n 2
-  export PYTHONPATH="/tmp/site:$PYTHONPATH"
+  rm -rf "$GEMLITE_SITE" && "$PY" -m pip install --no-deps --no-index --target "$GEMLITE_SITE" .whl/*.whl 2>&1 \
+    | tail -n 2
+  export PYTHONPATH="$GEMLITE_SITE:$PYTHONPATH"
   local out rc
   out=$("$PY" -c 'import gemlite; print("gemlite", gemlite.__version__ if hasattr(gemlite, "__version__") else "?")' 2>&1)
   rc=$?
@@ -190,6 +213,20 @@ final() {
   [ -f "$OUT/bench/bench.md" ] && grep -E '^- |^## |PARTIAL' "$OUT/bench/bench.md" | tail -n 30
 }
 
+ci() {  # kernel CI on this GPU, timed and counted: $OUT/gpu_ci.json (benchmarks/gpu_ci.py)
+  timeout -k 10 "${CI_TIMEOUT_S:-560}" "$PY" -m benchmarks.gpu_ci "$OUT/gpu_ci.json" --scratch "$CI_SCRATCH" 2>&1 \
+    | tee "$OUT/ci.log"
+  echo "ci exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/ci.log"
+}
+
+gemlite5() {  # consecutive ci-profile GemLite runs, each under a limit: $OUT/gemlite5.json (benchmarks/gemlite_runs.py)
+  gemlite_install || echo "gemlite5: GemLite did not install; the runs will skip gemlite_a16w4 (its gate says why)"
+  timeout -k 10 "$(( ${GEMLITE5_BUDGET_S:-540} + 30 ))" "$PY" -m benchmarks.gemlite_runs "$OUT/gemlite5.json" \
+    --scratch "$GEMLITE5_SCRATCH" --runs "${GEMLITE5_RUNS:-5}" --run-s "${GEMLITE5_RUN_S:-100}" \
+    --budget-s "${GEMLITE5_BUDGET_S:-540}" 2>&1 | tee "$OUT/gemlite5.log"
+  echo "gemlite5 exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/gemlite5.log"
+}
+
 two_gpu() {
   local n plugin="" one="${ONE_GPU_REPORT:-}" first
   n=$("$PY" -c 'import torch; print(torch.cuda.device_count())')
@@ -213,7 +250,9 @@ two_gpu() {
 }
 
 case " $STEPS " in *" final "*|*" two-gpu "*) export SMOKE_TIMEOUT_S="${SMOKE_TIMEOUT_S:-90}";; esac  # one-call budgets
-smoke
+need_smoke=0
+for s in $STEPS; do case "$s" in ci|gemlite5) ;; *) need_smoke=1;; esac; done  # ci, gemlite5: their own budgets
+[ "$need_smoke" = 1 ] && smoke
 has sweep && sweep
 has sweep-fp8 && sweep_fp8
 if has bench || has bench-w4a16 || has bench-fp8; then
@@ -225,4 +264,6 @@ has suite && suite
 case " $STEPS " in *" gemlite "*) gemlite;; esac  # not part of `all`: needs .whl/ and a GPU
 case " $STEPS " in *" final "*) final;; esac  # not part of `all`: one call of its own
 case " $STEPS " in *" two-gpu "*) two_gpu;; esac  # not part of `all`: needs two GPUs
+case " $STEPS " in *" ci "*) ci;; esac  # not part of `all`: one call of its own
+case " $STEPS " in *" gemlite5 "*) gemlite5;; esac  # not part of `all`: one call of its own, needs .whl/
 ls -la "$OUT" "$OUT"/* 2>/dev/null

@@ -13,6 +13,7 @@ wherever vllm._C is absent) keeps the fp8 exact tier in the comparison on every 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -33,7 +34,10 @@ def _run(tmp_path: Path, workers: int) -> list[dict]:
     cmd = [sys.executable, "-m", "pytest", *SUITES, "-q", "-p", "no:cacheprovider", "-n", str(workers),
            "--conformance-kernels", KERNELS, "--conformance-profile", "ci", "--conformance-report", str(report),
            "--conformance-seed", SEED, "-k", "not (test_plan and (torch_dequant or fp8_group_quant_native))"]
-    r = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    # each run its own cache dir: the ci example database replays (and then drops) earlier runs' failures, which
+    # would give the first run cases the second does not draw
+    env = dict(os.environ, CONFORMANCE_CACHE_DIR=str(tmp_path / f"cache-n{workers}"))
+    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
     return json.loads(report.read_text())["records"]
 

@@ -22,6 +22,7 @@ case "$*" in
       fi
     done ;;
   *"-m benchmarks.two_gpu"*) echo '{"ok": true}' > "${*: -1}" ;;
+  *"-m benchmarks.gpu_ci"*|*"-m benchmarks.gemlite_runs"*) echo '{"fake": true}' > "$3" ;;  # $1 -m, $2 module
   *) cat > /dev/null ;;  # the smoke's script on stdin
 esac
 exit 0

@@ -1,7 +1,8 @@
 """The device runs, on a CPU: which code a figure came from (provenance), the suite recorder (the GPU of every
 verdict and the summary JSON) under real xdist workers pinned to two simulated GPUs, the two-GPU verdict
-comparison, and the wiring of `run_gpu.sh final` / `two-gpu` with a stand-in python (steps, order, time limits,
-the files that come back)."""
+comparison, the wiring of `run_gpu.sh final` / `two-gpu` / `ci` / `gemlite5` with a stand-in python (steps, order,
+time limits, the files that come back, every scratch path inside the test's tmp dir), and the `ci` and `gemlite5`
+runners (benchmarks/gpu_ci.py, gemlite_runs.py, exit_watch.py) on stand-in commands."""
 from __future__ import annotations
 
 import copy
@@ -176,7 +177,8 @@ def test_two_gpu_command_line(tmp_path, capsys):
 # run_gpu.sh final / two-gpu, with a stand-in python and timeout
 
 def _run_gpu(tmp_path, steps, wheel=True, **env_extra):
-    """Run a copy of run_gpu.sh (its ROOT is the copy: nothing of the checkout is touched); returns the calls of
+    """Run a copy of run_gpu.sh (its ROOT is the copy: nothing of the checkout is touched) with every scratch path
+    under tmp_path/scratch (SCRATCH; the cache variables unset so they default there too); returns the calls of
     python ([env..., args]) and of timeout (limits in s), and the files under $OUT."""
     tree = tmp_path / "tree"
     (tree / "benchmarks").mkdir(parents=True)
@@ -188,13 +190,14 @@ def _run_gpu(tmp_path, steps, wheel=True, **env_extra):
     bin_.mkdir()
     fake = bin_ / "python"
     shutil.copy(HERE / "fake_gpu_python.sh", fake)
-    (bin_ / "timeout").write_text('#!/usr/bin/env bash\necho "TIMEOUT $1" >> "$FAKE_LOG"\nsleep "${FAKE_STEP_S:-0}"\n'
-                                  'shift\nexec "$@"\n')  # FAKE_STEP_S: seconds each timed step takes
+    (bin_ / "timeout").write_text(  # FAKE_STEP_S: seconds each timed step takes; options (-k N, -s SIG) skipped
+        '#!/usr/bin/env bash\nwhile [ "${1#-}" != "$1" ]; do case "$1" in -k|-s) shift 2;; *) shift;; esac; done\n'
+        'echo "TIMEOUT $1" >> "$FAKE_LOG"\nsleep "${FAKE_STEP_S:-0}"\nshift\nexec "$@"\n')
     for f in (fake, bin_ / "timeout"):
         f.chmod(f.stat().st_mode | stat.S_IEXEC)
     out, log = tmp_path / "out", tmp_path / "calls.log"
     env = {"PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(fake), "OUT": str(out),
-           "FAKE_LOG": str(log), "HOME": str(tmp_path), **env_extra}
+           "FAKE_LOG": str(log), "HOME": str(tmp_path), "SCRATCH": str(tmp_path / "scratch"), **env_extra}
     proc = subprocess.run(["bash", str(tree / "benchmarks" / "run_gpu.sh"), *steps], env=env, capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -278,3 +281,137 @@ def test_the_final_bench_flags_parse(monkeypatch):
     assert opts.ms == (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096)
     assert opts.families == ("fp8_group_quant", "w4a16") and set(opts.compile_boundary_shapes) <= set(names)
     assert opts.baselines == ("dense", "compile", "gemlite")
+
+
+# ------------------------------------------------------------------------------------------------
+# scratch paths, and the `ci` / `gemlite5` steps
+
+def test_every_scratch_path_comes_from_a_variable_under_scratch(tmp_path):
+    """The script names /tmp once, as SCRATCH's default; a `final` run with GemLite's wheels installs GemLite (the
+    step that emptied /tmp/site when this test ran on a GPU host) under the test's own SCRATCH."""
+    text = (ROOT / "benchmarks" / "run_gpu.sh").read_text()
+    code = [ln for ln in text.splitlines() if not ln.lstrip().startswith("#")]
+    assert [ln for ln in code if "/tmp" in ln] == ['SCRATCH="${SCRATCH:-/tmp}"'], [ln for ln in code if "/tmp" in ln]
+    calls, _, _ = _run_gpu(tmp_path, ["final"])
+    pip, = [c for c in calls if c[3:5] == ["-m", "pip"]]
+    target = Path(pip[pip.index("--target") + 1])
+    assert target == tmp_path / "scratch" / "conformance_gemlite_site"
+    assert not target.exists() or target.is_relative_to(tmp_path)
+
+
+def test_ci_runs_the_ci_runner_alone_within_one_call(tmp_path):
+    calls, limits, files = _run_gpu(tmp_path, ["ci"], CONFORMANCE_COMMIT="6b2ccc455dac653859fa9cd0400ddd50b987aac6",
+                                    CONFORMANCE_TREE_CLEAN="1")
+    assert [c[3:] for c in calls] == [["-m", "benchmarks.gpu_ci", str(tmp_path / "out" / "gpu_ci.json"), "--scratch",
+                                       str(tmp_path / "scratch" / "conformance_ci")]]  # no smoke first
+    assert calls[0][1] == "seed=0x6b2ccc45" and limits == [560] and "gpu_ci.json" in files and len(files) <= 8
+
+
+def test_gemlite5_installs_gemlite_then_runs_the_five_runs(tmp_path):
+    calls, limits, files = _run_gpu(tmp_path, ["gemlite5"], GEMLITE5_RUNS="3")
+    runner = [c[3:] for c in calls if "benchmarks.gemlite_runs" in c]
+    assert runner == [["-m", "benchmarks.gemlite_runs", str(tmp_path / "out" / "gemlite5.json"), "--scratch",
+                       str(tmp_path / "scratch" / "conformance_gemlite5"), "--runs", "3", "--run-s", "100",
+                       "--budget-s", "540"]]
+    assert [c[3:5] for c in calls][:1] == [["-m", "pip"]] and limits == [570] and "gemlite5.json" in files
+
+
+# a stand-in for `python -m pytest ...` in the runners: argv[1] the mode, then --junitxml=J --conformance-report=R
+FAKE_PYTEST = r'''
+import json, os, pathlib, signal, sys, time
+mode, opts = sys.argv[1], dict(a[2:].split("=", 1) for a in sys.argv[2:])
+cache = pathlib.Path(os.environ["TRITON_CACHE_DIR"]) if "TRITON_CACHE_DIR" in os.environ else None
+print("threads env:", os.environ.get("OMP_NUM_THREADS"), "cache:", cache, flush=True)
+if mode.startswith("hang"):
+    if mode == "hang_ignoring_sigint":
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    print("...... [100%]", flush=True)
+    time.sleep(30)
+if mode in ("cold", "report"):
+    for i in range(3):
+        (cache / f"k{mode}{i}").mkdir()
+if mode == "report":
+    pathlib.Path(opts["conformance-report"]).write_text(json.dumps({"jit": {"jit_compiles": 7, "jit_seconds": 1.234}}))
+if mode != "summary_only":
+    pathlib.Path(opts["junitxml"]).write_text(
+        '<testsuites><testsuite tests="6" failures="1" errors="1" skipped="2"/></testsuites>')
+print("=== 1 failed, 4 passed, 3 skipped in 0.1s ===")
+'''
+
+
+def test_gpu_ci_times_counts_and_records_each_run(tmp_path, monkeypatch):
+    from conformance_bench import gpu_ci
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")  # the runner drops it: the plugin sets the threads
+    monkeypatch.setenv("CONFORMANCE_COMMIT", "abc123")
+    monkeypatch.setenv("CONFORMANCE_TREE_CLEAN", "0")
+    monkeypatch.setattr(gpu_ci, "RUNS", (("readme_tests", ("-c", FAKE_PYTEST, "report"), 30, "fresh"),
+                                         ("suite_cold", ("-c", FAKE_PYTEST, "cold"), 30, "fresh"),
+                                         ("suite_warm", ("-c", FAKE_PYTEST, "summary_only"), 30, "suite_cold")))
+    out = tmp_path / "out" / "gpu_ci.json"
+    assert gpu_ci.main([str(out), "--scratch", str(tmp_path / "scratch")]) == 1  # the stand-in reports a failure
+    doc = json.loads(out.read_text())
+    assert (doc["commit"], doc["clean"], doc["complete"]) == ("abc123", False, True)
+    assert doc["device"] and doc["torch"] and doc["triton"]
+    keys = {"command", "wall_s", "passed", "failed", "skipped", "errors", "jit_compiles", "jit_seconds"}
+    for name in ("readme_tests", "suite_cold", "suite_warm"):
+        assert keys <= set(doc[name]) and doc[name]["exit_code"] == 0 and not doc[name]["timed_out"], doc[name]
+    rt, cold, warm = doc["readme_tests"], doc["suite_cold"], doc["suite_warm"]
+    assert (rt["passed"], rt["failed"], rt["errors"], rt["skipped"], rt["counts_from"]) == (2, 1, 1, 2, "junit")
+    assert (warm["passed"], warm["failed"], warm["skipped"], warm["counts_from"]) == (4, 1, 3, "summary line")
+    assert (rt["jit_compiles"], rt["jit_seconds"]) == (7, 1.23) and "report" in rt["jit_source"]
+    assert (cold["jit_compiles"], cold["jit_seconds"]) == (3, None) and "TRITON_CACHE_DIR" in cold["jit_source"]
+    assert warm["jit_compiles"] == 0 and warm["triton_cache"] == "warm (from suite_cold)"  # the cold run's cache
+    log = (tmp_path / "out" / "ci_suite_warm.log").read_text()
+    assert "threads env: None" in log and str(tmp_path / "scratch") in log
+    assert {p.name for p in out.parent.iterdir()} == {"gpu_ci.json", *(f"ci_{n}.log" for n in gpu_ci.LIMIT_ENV)}
+
+
+def test_a_run_past_its_limit_is_interrupted_then_killed(tmp_path, monkeypatch):
+    from conformance_bench import gpu_ci
+
+    monkeypatch.setattr(gpu_ci, "GRACE_S", 0.5)
+    env = dict(os.environ)
+    rc, wall, cut = gpu_ci.timed([sys.executable, "-c", FAKE_PYTEST, "hang"], env, 1.0, tmp_path / "a.log")
+    assert cut and rc != 0 and wall < 10
+    rc, wall, cut = gpu_ci.timed([sys.executable, "-c", FAKE_PYTEST, "hang_ignoring_sigint"], env, 1.0,
+                                 tmp_path / "b.log")
+    assert cut and rc == -9 and wall < 10  # SIGINT ignored: killed after the grace
+    assert "[100%]" in (tmp_path / "b.log").read_text()
+
+
+def test_gemlite_runs_tell_a_run_that_hangs_after_its_summary(tmp_path, monkeypatch):
+    """Run 1 ends; run 2 prints [100%] and its summary, then does not exit: cut at the limit, and told apart."""
+    from conformance_bench import gemlite_runs
+
+    script = FAKE_PYTEST.replace('mode, opts = sys.argv[1], ', 'n = pathlib.Path(sys.argv[1]); n.write_text(str('
+                                 'int(n.read_text() or 0) + 1) if n.exists() else "1"); mode = "hang" if '
+                                 'n.read_text() == "2" else "cold"; opts = ')
+    script = script.replace('    time.sleep(30)', '    print("=== 4 passed in 0.1s ===", flush=True)\n'
+                                                     '    time.sleep(30)')
+    counter = tmp_path / "n"
+    monkeypatch.setattr(gemlite_runs, "ARGS", ("-c", script, str(counter)))
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    out = tmp_path / "out" / "gemlite5.json"
+    assert gemlite_runs.main([str(out), "--scratch", str(tmp_path / "s"), "--runs", "2", "--run-s", "3"]) == 1
+    doc = json.loads(out.read_text())
+    one, two = doc["runs"]
+    assert (one["ended_on_own"], one["exit_code"], one["timed_out"]) == (True, 0, False)
+    assert (two["ended_on_own"], two["timed_out"], two["reached_100"], two["summary_printed"]) == \
+        (False, True, True, True)
+    assert doc["runs_done"] == 2 and doc["all_ended_on_own"] is False and doc["commit"]
+    assert sorted(p.name for p in out.parent.iterdir()) == ["gemlite5.json", "gemlite5_run1.log", "gemlite5_run2.log"]
+
+
+def test_exit_watch_names_a_thread_that_holds_the_exit_and_dumps_its_stack(tmp_path):
+    (tmp_path / "test_t.py").write_text("import threading, time\n\ndef test_t():\n"
+                                        "    threading.Thread(target=time.sleep, args=(4,), name='holder').start()\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EXIT_WATCH_S="1")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                        "-p", "benchmarks.exit_watch", "test_t.py"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    line = next(ln for ln in p.stderr.splitlines() if ln.startswith("exit_watch[controller"))
+    assert "holder (NON-DAEMON)" in line, p.stderr
+    assert "Timeout (0:00:01)!" in p.stderr and "Thread 0x" in p.stderr, p.stderr

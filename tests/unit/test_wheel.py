@@ -96,6 +96,18 @@ def test_validate_runs_from_the_installed_wheel(wheel, tmp_path):
     assert suite_dir in doc["command"] and "-p conformance.pytest_plugin" in doc["command"], doc["command"]
     mine = [r for r in doc["records"] if r["kernel"] == KERNEL]
     assert {r["check"] for r in mine} >= {"exact", "statistical"}, sorted({r["check"] for r in mine})
-    assert all(r["outcome"] == "pass" for r in mine), [r for r in mine if r["outcome"] != "pass"][:3]
+    # on a GPU the kernel runs on the device, where its exact tier is unjudgeable by design (device_inexact_reason):
+    # those records are skips that say why
+    from conformance.checks.harness import exact_tier_unjudgeable
+    from conformance.core import registry
+    from conformance.core.targets import detect_target
+
+    registry.load_all()
+    k, here = registry.get_kernel(KERNEL), detect_target()
+    why = exact_tier_unjudgeable(k, k.run_mode(here), here)
+    assert all(r["outcome"] == "pass" or (r["outcome"] == "skip" and r["check"] == "exact" and why
+                                          and r["detail"] == why) for r in mine), \
+        [r for r in mine if r["outcome"] != "pass"][:3]
+    assert any(r["outcome"] == "pass" for r in mine)
     assert KERNEL in (out / "report.html").read_text()
     assert not (cwd / "report").exists() and not list(cwd.iterdir()), "validate wrote into the current directory"
