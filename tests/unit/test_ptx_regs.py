@@ -1,4 +1,4 @@
-"""benchmarks/ptx_regs.py compiles the GEMM for sm90 with no GPU and reads ptxas's register report."""
+"""benchmarks/probes/ptx_regs.py compiles the GEMM for sm90 with no GPU and reads ptxas's register report."""
 import json
 import subprocess
 import sys
@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "ptx_regs.py"), *args], cwd=ROOT,
+    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "probes" / "ptx_regs.py"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
 
 

@@ -10,7 +10,7 @@
    for comparison, on `exact`; and the statistical tier's cases failing and error ratio (max and median per dtype
    over finite ratios; NaN/Inf outputs counted apart) on the realistic regimes at the same K.
 
-    PYTHONPATH=. python benchmarks/fp16_partials_margin.py [--cases 200] [--broken-cases 100] [--out PATH]
+    PYTHONPATH=. python benchmarks/probes/fp16_partials_margin.py [--cases 200] [--broken-cases 100] [--out PATH]
 Writes benchmarks/results/fp16_partials_margin.json (with the commit and whether the tree was clean).
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BROKEN_K = (64, 128, 256, 512, 1024, 4096)
 # (kernel, target, K values or None for the ci range): the kernels whose exact tier must stay bit-exact
 CORRECT = (("triton_w4a16", "cpu", None), ("triton_w4a16_actorder", "cpu", None),
@@ -154,7 +154,7 @@ def main(argv=None) -> int:
     commit, clean = _git("rev-parse", "HEAD").strip(), _git("status", "--porcelain").strip() == ""
     t0 = time.time()
     doc = {"commit": commit, "clean": clean,
-           "command": f"PYTHONPATH=. python benchmarks/fp16_partials_margin.py --cases {args.cases} "
+           "command": f"PYTHONPATH=. python benchmarks/probes/fp16_partials_margin.py --cases {args.cases} "
                       f"--broken-cases {args.broken_cases} --seed {args.seed}",
            "broken_kernel": "broken_fp16_partials: 32-wide block partials rounded to fp16, added in fp32, "
                             "declares fp32 accumulation",

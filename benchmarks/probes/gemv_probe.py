@@ -12,7 +12,7 @@ the causes with small stand-alone kernels, each checked bit for bit on exact dat
   kpack    weights packed along K ([K/8, N], GPTQ's qweight layout): a word's 8 nibbles are 8 K rows of
            one column, so the unpacked axis is reduced inside a thread
 
-Usage (GPU, repo root): PYTHONPATH=. python benchmarks/gemv_probe.py OUT.json
+Usage (GPU, repo root): PYTHONPATH=. python benchmarks/probes/gemv_probe.py OUT.json
 """
 from __future__ import annotations
 

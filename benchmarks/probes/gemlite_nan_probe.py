@@ -1,7 +1,7 @@
 """GPU probe: is a NaN from GemLite's A16W4 the kernel's own, or an unwritten/uninitialised output that only the
 suite's NaN-filled allocations expose? Runs each case id's data through the adapter twice, once with torch's
 uninitialised memory NaN-filled (as the harness runs kernels) and once without, and prints NaN counts and the
-max error against the fp64 reference. Usage: python benchmarks/gemlite_nan_probe.py CASE_ID [CASE_ID ...]
+max error against the fp64 reference. Usage: python benchmarks/probes/gemlite_nan_probe.py CASE_ID [CASE_ID ...]
 """
 from __future__ import annotations
 

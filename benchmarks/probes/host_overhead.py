@@ -1,7 +1,7 @@
 """Host-side (Python) cost of one triton_w4a16 call with the Triton launches stubbed out: what eager decode
 pays on top of the kernels and Triton's own launcher. Runs on any machine (no GPU, no interpreter work).
 
-Usage (repo root): python benchmarks/host_overhead.py [OUT.json]
+Usage (repo root): python benchmarks/probes/host_overhead.py [OUT.json]
 Records the median of 5 rounds x 2000 calls for the wrapper (launch_w4a16_gemm) and the custom op.
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from conformance.core import registry  # noqa: E402

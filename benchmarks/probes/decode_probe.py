@@ -15,8 +15,8 @@ run cut short keeps what it measured). The curated record is benchmarks/results/
 
 Usage (GPU, repo root; GemLite's wheel unpacked into /tmp/site):
     CONFORMANCE_COMMIT=$(git rev-parse HEAD) CONFORMANCE_TREE_CLEAN=0 \\
-    PYTHONPATH=/tmp/site:. python benchmarks/decode_probe.py OUT.json [--confirm] [--ms 1,16,64] [--budget-s 420]
-    python benchmarks/decode_probe.py --smoke    # CPU: the exactness part on tiny shapes in the interpreter
+    PYTHONPATH=/tmp/site:. python benchmarks/probes/decode_probe.py OUT.json [--confirm] [--ms 1,16,64] [--budget-s 420]
+    python benchmarks/probes/decode_probe.py --smoke    # CPU: the exactness part on tiny shapes in the interpreter
 """
 from __future__ import annotations
 

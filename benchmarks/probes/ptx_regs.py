@@ -2,7 +2,7 @@
 occupancy: registers per thread, spills, shared memory, and PTX instruction counts (shared-memory round
 trips, cp.async pipelining, shuffles, wgmma). Uses Triton's own ptxas; results in one JSON line per tile.
 
-Usage (repo root): python benchmarks/ptx_regs.py [--arch 90] [--dtype float16] [--has-zp] TILE [TILE ...]
+Usage (repo root): python benchmarks/probes/ptx_regs.py [--arch 90] [--dtype float16] [--has-zp] TILE [TILE ...]
 TILE = block_m,block_n,block_k,num_warps,num_stages[,flag...] with flags packed, gemv, swap, magic,
 e.g. `16,256,64,8,3,packed,swap,magic` (the sm90 decode row) or `1,256,64,8,3,packed,gemv`.
 Registers x threads per program bound the programs per SM (65536 registers per SM on sm80/sm90), and the
@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "0"  # compile for the GPU, never the interpreter
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 FLAGS = ("packed", "gemv", "swap", "magic")
