@@ -13,7 +13,8 @@
 # auto, <= CI_README_S = 240 s), then the shipped suite from an empty Triton cache (<= CI_SUITE_COLD_S = 120 s) and
 # again with that cache (<= CI_SUITE_WARM_S = 60 s), and writes $OUT/gpu_ci.json (commit, clean, device, torch,
 # triton; per run: command, wall_s, passed, failed, skipped, errors, jit_compiles, jit_seconds); logs
-# ci_<run>.log beside it. Record it as benchmarks/results/h200/gpu_ci.json.
+# ci_<run>.log beside it. Record it as benchmarks/results/h200/gpu_ci.json. CI_RUNS=readme_tests (or
+# suite_cold,suite_warm) runs only those, e.g. to give one more time in a call of its own.
 # `gemlite5`: benchmarks/gemlite_runs.py, GEMLITE5_RUNS (5) consecutive ci-profile GemLite runs, each under
 # GEMLITE5_RUN_S (100 s), within GEMLITE5_BUDGET_S (540 s): exit code and wall of each in $OUT/gemlite5.json
 # (needs .whl/ as `gemlite`). Runs slower than the limit: split over two calls (GEMLITE5_RUNS=3, then 2).
@@ -214,8 +215,8 @@ final() {
 }
 
 ci() {  # kernel CI on this GPU, timed and counted: $OUT/gpu_ci.json (benchmarks/gpu_ci.py)
-  timeout -k 10 "${CI_TIMEOUT_S:-560}" "$PY" -m benchmarks.gpu_ci "$OUT/gpu_ci.json" --scratch "$CI_SCRATCH" 2>&1 \
-    | tee "$OUT/ci.log"
+  timeout -k 10 "${CI_TIMEOUT_S:-560}" "$PY" -m benchmarks.gpu_ci "$OUT/gpu_ci.json" --scratch "$CI_SCRATCH" \
+    ${CI_RUNS:+--runs "$CI_RUNS"} 2>&1 | tee "$OUT/ci.log"
   echo "ci exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/ci.log"
 }
 

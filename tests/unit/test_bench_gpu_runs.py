@@ -305,6 +305,8 @@ def test_ci_runs_the_ci_runner_alone_within_one_call(tmp_path):
     assert [c[3:] for c in calls] == [["-m", "benchmarks.gpu_ci", str(tmp_path / "out" / "gpu_ci.json"), "--scratch",
                                        str(tmp_path / "scratch" / "conformance_ci")]]  # no smoke first
     assert calls[0][1] == "seed=0x6b2ccc45" and limits == [560] and "gpu_ci.json" in files and len(files) <= 8
+    calls, _, _ = _run_gpu(tmp_path / "split", ["ci"], CI_RUNS="suite_cold,suite_warm")  # a call of their own
+    assert calls[0][-2:] == ["--runs", "suite_cold,suite_warm"]
 
 
 def test_gemlite5_installs_gemlite_then_runs_the_five_runs(tmp_path):
