@@ -6,14 +6,21 @@ from __future__ import annotations
 
 from conformance.plugin.collection import (  # noqa: F401
     KERNEL_PARAMS,
+    MAX_GROUP_ITEMS,
     PlanItem,
     _deselect_other_kernels,
     _seed_hypothesis,
     _seeded,
+    compile_groups,
+    dist_for,
+    item_kernel,
     kernel_names,
     plan_rows,
+    pytest_cmdline_main,
     pytest_collection_modifyitems,
     pytest_generate_tests,
+    pytest_runtest_setup,
+    shard_of,
 )
 from conformance.plugin.crash import (  # noqa: F401
     _HANG_DIR_ENV,

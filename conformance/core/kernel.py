@@ -13,7 +13,9 @@ optional and declared, never detected:
 - `numerics(config, M)`: one `Numerics` declaration that the exact tier, the statistical bound and the
   determinism check read;
 - `op` (a torch.library op handle, for contract checks) and `launch_config()` (the tiles of the last call,
-  for the compile-boundary check).
+  for the compile-boundary check);
+- `compile_key(case)`: what a call on the case compiles (JIT kernels), so that cases sharing a specialization
+  run on one pytest-xdist worker.
 
 Plugins written against the first interface keep working: the attributes they set (`deterministic`,
 `exact_tier_max_k`, `zero_group_policy`, `device_inexact_reason`, the methods `dequant_dtype`,
@@ -270,6 +272,15 @@ class Kernel(abc.ABC):
                         deterministic=self.deterministic, exact_tier_max_k=self.exact_tier_max_k,
                         zero_group_policy=self.zero_group_policy, device_inexact_reason=self.device_inexact_reason)
 
+    def compile_key(self, case) -> Any:
+        """What a call on `case` compiles, for a JIT kernel: equal keys share one compiled specialization (for
+        Triton: every constexpr and the tile the case's M picks, the dtypes of the pointers, and for each int
+        argument whether it is 1, divisible by 16 or neither: `triton_int_key`). Any hashable value with a stable
+        repr. The pytest plugin puts the CI plan's cases with equal keys in one pytest-xdist group, so under
+        `--dist loadgroup` one worker compiles each specialization once. Default None: no grouping (kernels that
+        compile nothing, and plugins written before this hook)."""
+        return None
+
     def launch_config(self) -> dict | None:
         """The launch (tiles, path) of the most recent `apply`, for the compile-boundary check; None: not reported."""
         legacy = getattr(self, "last_launch_config", None)  # v1: a method or a property
@@ -294,6 +305,12 @@ class Kernel(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} family={self.family} priority={self.priority}>"
+
+
+def triton_int_key(n: int) -> int | str:
+    """How Triton specializes an int kernel argument: 1, 16 (divisible by 16) or "n" (anything else), for
+    `Kernel.compile_key`."""
+    return 1 if n == 1 else 16 if n % 16 == 0 else "n"
 
 
 def kernel_load(kernel: Kernel, source, ctx: RunContext | None = None, *v1_args):

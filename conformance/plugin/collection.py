@@ -1,10 +1,13 @@
 """Collection: parametrization of the suite fixtures, the CI plan's test items (plan rows), hypothesis seeding
 from the run seed, deselection of tests parametrized by kernels outside --conformance-kernels/--conformance-case, and
-shards (--conformance-shard: the items of the other shards are deselected)."""
+shards (--conformance-shard: the items of the other shards are deselected), and the JIT compile groups of the plan's
+cases (pytest-xdist groups from the kernel's compile key; --dist loadgroup by default where kernels compile). Sharding
+and grouping live here together: both decide, per test item, where it runs."""
 from __future__ import annotations
 
 import pytest
 
+from conformance.plugin import jit
 from conformance.plugin.options import _replay_case, _shard, _target, _tiers
 from conformance.plugin.state import _State
 
@@ -51,7 +54,10 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("conformance_tier", tiers, ids=tiers)
     if "conformance_plan_row" in metafunc.fixturenames:
         rows = plan_rows(config)
-        metafunc.parametrize("conformance_plan_row", rows, ids=[r.id for r in rows])
+        groups = compile_groups(rows) if config.pluginmanager.hasplugin("xdist") else {}
+        metafunc.parametrize("conformance_plan_row", [
+            pytest.param(r, id=r.id, marks=[pytest.mark.xdist_group(groups[r.id])] if r.id in groups else [])
+            for r in rows])
 
 
 class PlanItem:
@@ -120,10 +126,95 @@ def pytest_collection_modifyitems(config, items):
 def shard_of(nodeid: str, count: int) -> int:
     """The 1-based shard (of `count`) a test item belongs to: sha256 of its node id, so every item is in exactly one
     shard whatever the order of collection, the worker count or the other items (every shard must run the same
-    command from the same directory: node ids are relative to the rootdir)."""
+    command from the same directory: node ids are relative to the rootdir). The `@group` suffix xdist's loadgroup
+    appends to a grouped item's id is not part of it: the split is the same under every --dist."""
     import hashlib
 
+    if nodeid.rfind("@") > nodeid.rfind("]"):  # xdist's own rule for the suffix (its loadgroup scheduler)
+        nodeid = nodeid[:nodeid.rfind("@")]
     return int.from_bytes(hashlib.sha256(nodeid.encode()).digest()[:8], "big") % count + 1
+
+
+# ---- JIT compile groups: cases sharing a compiled specialization run on one xdist worker --------------------------
+
+MAX_GROUP_ITEMS = 16  # a larger group is split: one specialization's cases must not hold one worker for long
+
+
+def compile_groups(rows: list[PlanItem]) -> dict[str, str]:
+    """Plan test id -> xdist group: the plan cases whose kernel's `compile_key(case)` is equal share a group
+    (`<kernel>-<digest of the key>`, the same in every process: a digest of the key's repr), so under `--dist
+    loadgroup` one worker compiles each specialization once and the others never wait on the same compile. A
+    kernel without a key (None, the default) leaves its cases ungrouped; a group of more than MAX_GROUP_ITEMS
+    cases is split in order into groups of at most that many."""
+    import hashlib
+
+    from conformance.core import registry
+
+    members: dict[str, list[str]] = {}
+    for r in rows:
+        if r.case is None:
+            continue
+        try:
+            key = registry.get_kernel(r.kernel).compile_key(r.case)
+        except Exception as e:  # a plugin's hook: name it (the plan's tests then fail to collect, loudly)
+            raise RuntimeError(f"kernel {r.kernel!r}: compile_key({r.case.id}) raised {type(e).__name__}: {e}") from e
+        if key is None:
+            continue
+        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:12]
+        members.setdefault(f"{r.kernel}-{digest}", []).append(r.id)
+    out = {}
+    for name, ids in members.items():
+        for j in range(0, len(ids), MAX_GROUP_ITEMS):
+            for rid in ids[j:j + MAX_GROUP_ITEMS]:
+                out[rid] = name if j == 0 else f"{name}-{j // MAX_GROUP_ITEMS + 1}"
+    return out
+
+
+def item_kernel(item) -> str | None:
+    """The kernel a test item runs: its plan row's, or its `conformance_kernel_name` / `kernel` / `kernel_name`
+    parameter; None for a test not parametrized by one kernel."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    row = params.get("conformance_plan_row")
+    if isinstance(row, PlanItem):
+        return row.kernel
+    for key in ("conformance_kernel_name", *KERNEL_PARAMS):
+        v = params.get(key)
+        name = getattr(v, "name", v)
+        if isinstance(name, str):
+            return name
+    return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    """Before the test's fixtures run: its JIT compiles are its kernel's (conformance.plugin.jit)."""
+    jit.set_kernel(item_kernel(item))
+
+
+def dist_for(option, compiles: bool) -> str | None:
+    """The --dist the plugin picks: "loadgroup" when xdist runs workers (-n N, N > 0, or auto), the user gave no
+    --dist, and kernels compile here (a GPU; in the interpreter grouping saves nothing and only costs balance);
+    else None (leave xdist's choice)."""
+    n = getattr(option, "numprocesses", None)
+    if not n or getattr(option, "dist", "no") != "no" or getattr(option, "distload", False):
+        return None
+    return "loadgroup" if compiles else None
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_cmdline_main(config):
+    """Before xdist resolves -n (a hookwrapper runs first): --dist loadgroup by default where kernels compile
+    (dist_for), so the compile groups take effect for a plain `pytest -n auto`; an explicit --dist wins."""
+    opt = config.option
+    if getattr(opt, "numprocesses", None) and getattr(opt, "dist", None) == "no":
+        from conformance.core.interpreter_fixes import interpreting
+        from conformance.core.runtime import gpu_present
+
+        dist = dist_for(opt, compiles=not interpreting() and gpu_present())  # as runtime.configure_triton decides
+        if dist:
+            opt.dist = dist
+            config._conformance_dist = dist  # the header says the plugin chose it
+    yield
 
 
 def _deselect_other_shards(config, items) -> None:

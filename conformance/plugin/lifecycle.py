@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conformance.plugin import threads, xdist_hooks
+from conformance.plugin import jit, threads, xdist_hooks
 from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _worker_hang
 from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
 from conformance.plugin.state import _State
@@ -22,6 +22,10 @@ def pytest_report_header(config):
     lines = [f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"]
     if st.threads:
         lines.append(threads.header(st.threads))
+    dist = getattr(config, "_conformance_dist", None)
+    if dist:  # conformance.plugin.collection chose it: say so, it changes how xdist schedules
+        lines.append(f"conformance: --dist {dist} (chosen by the plugin: kernels JIT-compile here, so the CI plan's "
+                     "cases sharing a compile key run on one worker; pass --dist load to opt out)")
     return lines
 
 
@@ -49,9 +53,11 @@ def pytest_configure(config):
                  "slow: excluded from the ci profile"):
         config.addinivalue_line("markers", line)
     _check_options(config)
+    jit_mode = jit.install()  # after the kernels loaded (TRITON_INTERPRET is decided then), before any test
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
     st.threads, st.threads_undo = thread_info, thread_undo
+    st.jit_mode = jit_mode
     xdist_hooks.register(config)
     st.seed, st.seed_source = _resolve_seed(config)
     if not _is_worker(config):

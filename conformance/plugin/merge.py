@@ -1,6 +1,7 @@
 """Merging the JSON reports of the shards of one run (`--conformance-shard I/N` jobs) into one report, the one an
 unsharded run would have written: records in shard order, plan coverage per (kernel, tier, target) with the rows
-that ran summed, cases per second recomputed from the summed cases and seconds, JIT compiles summed, seeds kept.
+that ran summed, cases per second (per family and per kernel) recomputed from the summed cases and seconds, JIT
+compiles summed, seeds kept, lists (the skipped tests' reasons) concatenated.
 
 Refused, with one line naming the file, the key and what is allowed (InvalidInput): a report that is not a complete
 report of a sharded run, reports of different runs (seed, commit, target or profile differ), a shard twice, a shard
@@ -15,7 +16,7 @@ from references.errors import InvalidInput
 SAME_RUN = ("seed", "commit", "target", "profile")  # every shard of one run agrees on these
 # keys merged below; any other key must be equal in every shard (kept) or a list (concatenated)
 MERGED = {"records", "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads", "shard",
-          "jit", "seed_source", "selection", *SAME_RUN}
+          "jit", "seed_source", "selection", "cases_per_second_per_kernel", *SAME_RUN}
 
 
 def load(path: str) -> dict:
@@ -77,13 +78,14 @@ def _merge_plan(docs: list[dict]) -> list[dict]:
     return [out[k] for k in sorted(out)]
 
 
-def _merge_throughput(docs: list[dict]) -> dict:
+def _merge_throughput(docs: list[dict], key: str) -> dict:
+    """Per family (or kernel): cases and seconds summed, cases per second recomputed."""
     from conformance.plugin.report import throughput_entry
 
     cases: dict[str, int] = {}
     seconds: dict[str, float] = {}
     for doc in docs:
-        for fam, v in (doc.get("cases_per_second") or {}).items():
+        for fam, v in (doc.get(key) or {}).items():
             cases[fam] = cases.get(fam, 0) + v["cases"]
             seconds[fam] = seconds.get(fam, 0.0) + v["seconds"]
     return {fam: throughput_entry(cases[fam], seconds[fam]) for fam in sorted(cases)}
@@ -113,7 +115,8 @@ def merge(named: list[tuple[str, dict]]) -> dict:
         "produced": sum(produced) if all(isinstance(p, int) for p in produced) else None,
         "complete": True,
         "crashed_workers": [dict(c, shard=d["shard"]["index"]) for d in docs for c in d.get("crashed_workers") or []],
-        "plan": _merge_plan(docs), "cases_per_second": _merge_throughput(docs), "threads": None,
+        "plan": _merge_plan(docs), "cases_per_second": _merge_throughput(docs, "cases_per_second"),
+        "cases_per_second_per_kernel": _merge_throughput(docs, "cases_per_second_per_kernel"), "threads": None,
         "jit": _merge_jit(docs)})
     for key in sorted({k for d in docs for k in d} - MERGED):  # keys added since: equal, or lists to concatenate
         values = [d.get(key) for d in docs]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from conformance.plugin import jit
 from conformance.plugin.options import _is_worker, _shard, _target
 
 REPORT_INTERVAL_S = 2.0
@@ -26,9 +27,10 @@ def _write_if_asked(config, *, complete: bool, force: bool = False) -> None:
 def write_report(path: str, records: list[dict], config, produced: int | None = None, *, complete: bool = True,
                  crashed=()) -> None:
     """Atomically write {"target", "profile", "seed", "seed_source", "commit", "shard", "selection", "records",
-    "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads", "skipped"} JSON (temp file, then
-    rename). `produced`: how many records the processes made (each worker counts its own, crash records included);
-    a sound merge has len(records) == produced. `complete` is False for the incremental writes during the run.
+    "produced", "complete", "crashed_workers", "plan", "cases_per_second", "cases_per_second_per_kernel", "jit",
+    "threads", "skipped"} JSON (temp file, then rename). `produced`: how many records the processes made (each
+    worker counts its own, crash records included); a sound merge has len(records) == produced. `complete` is
+    False for the incremental writes during the run.
     conformance.plugin.merge merges the reports of the shards of one run."""
     from conformance.reports.files import atomic_write_text
 
@@ -39,7 +41,8 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
            "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
            "cases_per_second": throughput(config), "threads": st.threads if st else None,
            "commit": st.commit if st else None, "shard": _shard_doc(config),
-           "skipped": st.skipped if st else []}
+           "skipped": st.skipped if st else [], "cases_per_second_per_kernel": kernel_throughput(config),
+           "jit": jit.doc(st.jit_mode, st.jit) if st else None}
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
 
 
@@ -77,6 +80,14 @@ def throughput(config) -> dict:
     if st is None:
         return {}
     return {fam: throughput_entry(n, st.family_seconds[fam]) for fam, n in sorted(st.family_cases.items())}
+
+
+def kernel_throughput(config) -> dict:
+    """Per kernel: cases judged, the seconds of the tests that judged them, and cases per second."""
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return {}
+    return {k: throughput_entry(n, st.kernel_seconds[k]) for k, n in sorted(st.kernel_cases.items())}
 
 
 def throughput_entry(cases: int, seconds: float) -> dict:

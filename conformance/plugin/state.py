@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from conformance.plugin import skips
+from conformance.plugin import jit, skips
 from conformance.plugin.options import _is_worker
 from conformance.plugin.report import _write_if_asked
 
@@ -33,6 +33,10 @@ class _State:
         self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
         self.family_seconds: Counter = Counter()  # family -> seconds of the tests that judged them
         self.commit: str | None = None  # the commit under test (seeds.commit_sha; controller), for merge-reports
+        self.kernel_cases: Counter = Counter()  # kernel -> cases judged, as family_cases
+        self.kernel_seconds: Counter = Counter()  # kernel -> seconds of the tests that judged them
+        self.jit: dict = {}  # kernel -> [compiles, seconds, disk-cache hits] (conformance.plugin.jit; controller)
+        self.jit_mode: str | None = None  # jit.install()'s mode in this process
         self.skipped: list[dict] = []  # {"test", "reason"}: every skipped test's full reason (controller)
         self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
         self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
@@ -60,6 +64,9 @@ def pytest_runtest_makereport(item, call):
         e = call.excinfo.value  # one line, not a traceback: the verdict (case id, replay) is in the records
         rep.longrepr = e.verdict.line() if e.verdict is not None else f"ERROR -- {e}"
     skips.shorten(rep)  # one line of at most 200 characters; the full reason rides on the report
+    compiles = jit.take()
+    if compiles:
+        setattr(rep, jit.REPORT_ATTR, compiles)  # this test's JIT compiles, per kernel (merged on the controller)
 
 
 def pytest_runtest_logreport(report):
@@ -72,6 +79,7 @@ def pytest_runtest_logreport(report):
     if _CONFIG_HOLDER and not _is_worker(_CONFIG_HOLDER[0]):
         _note_plan(st, report)
         _note_throughput(st, report, recs or [])
+        jit.add(st.jit, getattr(report, jit.REPORT_ATTR, None) or {})
         full = skips.full_reason(report)
         if full is not None:
             st.skipped.append({"test": report.nodeid, "reason": full})
@@ -108,17 +116,18 @@ def _note_plan(st: _State, report) -> None:
 
 def _note_throughput(st: _State, report, recs: list[dict]) -> None:
     """Controller: cases judged (pass/fail/error records of a tier check) and the seconds of the test that judged
-    them, per family; a test's seconds are shared among its records' families."""
+    them, per family and per kernel; a test's seconds are shared among its records' families (kernels)."""
     from conformance.cases.ids import TIERS
 
     if report.when != "call":
         return
-    judged = Counter(r.get("family") for r in recs
-                     if r.get("check") in TIERS and r.get("outcome") in ("pass", "fail", "error") and r.get("family"))
-    total = sum(judged.values())
-    for fam, n in judged.items():
-        st.family_cases[fam] += n
-        st.family_seconds[fam] += report.duration * n / total
+    judged = [r for r in recs
+              if r.get("check") in TIERS and r.get("outcome") in ("pass", "fail", "error") and r.get("family")]
+    for key, cases, seconds in (("family", st.family_cases, st.family_seconds),
+                                ("kernel", st.kernel_cases, st.kernel_seconds)):
+        for name, n in Counter(r.get(key) for r in judged).items():
+            cases[name] += n
+            seconds[name] += report.duration * n / len(judged)
 
 
 def _worker_id(node) -> str:

@@ -22,6 +22,12 @@ def test_records(i):
                        threads=torch.get_num_threads(), omp=os.environ.get("OMP_NUM_THREADS"))
 
 
+@pytest.mark.parametrize("kernel_name", ["kjit"])
+def test_compiles(kernel_name):  # as Triton's hooks would note a compile of this test's kernel
+    from conformance.plugin import jit
+    jit._note(False, 0.25)
+
+
 def test_skips_with_a_long_reason():  # a gate's refusal repeated for every target: one short line in the summary
     pytest.skip("; ".join(f"k refused on target {t}: not supported there (allowed: cuda)" for t in range(40)))
 '''
@@ -62,6 +68,9 @@ def test_report_merges_every_worker_record(tmp_path):
     shown = reason.split(" (+")[0].count("; ") + 1
     assert len(reason) <= 200 and reason.endswith(f"(+{40 - shown} more; full text in the JSON report)"), skipped
     assert [s["reason"].count("not supported there") for s in doc["skipped"]] == [40], doc["skipped"]
+    # JIT compiles: attributed to the running test's kernel in its worker, summed on the controller
+    assert doc["jit"]["per_kernel"] == {"kjit": {"jit_compiles": 1, "jit_seconds": 0.25, "jit_cache_hits": 0}}
+    assert doc["jit"]["jit_compiles"] == 1 and "kjit: no cases; JIT 1 compiles, 0.25 s" in out, out[-3000:]
 
 
 
