@@ -107,23 +107,23 @@ class Sample:
 def check_id(check: str, kernel: Kernel, spec: dict) -> str | None:
     """The check id of `check` on `kernel` with the sample drawn from `spec`, or None when the kernel's family maps
     no spec keys to id fields (Family.contract_spec_fields is empty: such a failure has no id)."""
-    from conformance.families import get_family
-
     if not get_family(kernel.family).contract_spec_fields:
         return None
     return CheckCase.from_spec(check, kernel.name, kernel.family, spec).id
 
 
 def names_its_input(check: str):
-    """Decorator for a check fn(kernel, sample, ...): an exception out of it carries `case_id`, the check id of
-    `check` on that sample (kept when a nested check already set one)."""
+    """Decorator for a check fn(kernel, sample, ...): an exception out of a call with the check's defaults (the
+    suite's call, which replay repeats) carries `case_id`, the check id of `check` on that sample (kept when a nested
+    check already set one). A call with other arguments (a prefill M, opcheck sub-tests) is not what the id replays:
+    its failures carry none."""
     def wrap(fn):
         @functools.wraps(fn)
         def run(kernel, sample, *args, **kwargs):
             try:
                 return fn(kernel, sample, *args, **kwargs)
             except Exception as e:
-                if getattr(e, "case_id", None) is None:
+                if getattr(e, "case_id", None) is None and not args and not kwargs:
                     e.case_id = check_id(check, kernel, sample.spec)
                 raise
         return run

@@ -67,6 +67,7 @@ def test_after_its_first_timeout_a_kernel_fails_at_once_and_other_kernels_run(ha
     assert v.detail.startswith(timeout.EARLIER_HANG + ": " + hanging.name) and "timeout after" not in v.detail
     assert first.case_id in v.detail and first.replay in v.detail
     assert [r["detail"] for r in hanging.recorded] == [first.detail, v.detail]  # every case keeps its record
+    timeout.configure(60, propagate=False)  # a generous limit: the other kernel must run, however busy the machine
     other = run_case(parse_case_id(CASE.format(k="torch_dequant_w4a16")), target=CPU, record=False)
     assert other.outcome == "pass", other.line()
     timeout.configure(0.5, propagate=True)  # inside pytest it propagates like a timeout: the test fails at once
