@@ -11,12 +11,24 @@ import types
 import pytest
 import torch
 
-from conformance.api import Fp8QuantConfig, get_kernel, interpreting, load_all, parse_target
+from conformance.api import Fp8QuantConfig, get_kernel, interpreting, load_all, parse_target, unregister_kernel
 from conformance.cases.ids import parse_case_id
 from conformance.checks.harness import run_case
 
-load_all(["conformance.adapters.torchao"])
-from conformance.adapters import torchao as adapter  # noqa: E402 - registered by load_all above
+load_all()
+from conformance.adapters import torchao as adapter  # noqa: E402 - importing registers its kernels...
+
+for _name in (adapter.ACT_NAME, adapter.LHS_NAME):
+    unregister_kernel(_name)  # ... only while this module's tests run (the fixture below), not in other tests
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _adapter_registered():
+    adapter.register()
+    yield
+    for name in (adapter.ACT_NAME, adapter.LHS_NAME):
+        unregister_kernel(name)
+
 
 CPU = parse_target("cpu")
 HAVE_TORCHAO = importlib.util.find_spec("torchao") is not None and not adapter.UNAVAILABLE
