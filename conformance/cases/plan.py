@@ -135,6 +135,23 @@ def _tile_tables(kernel) -> list:
     return []
 
 
+def _load_measured_tables(kernel, key: str, tables: list) -> None:
+    """A kernel module that installs measured tables lazily (`load_tile_table(arch) -> bool`, on its first launch
+    for that arch) gets asked to install `key`'s now: a plan built at collection, before any launch, must read the
+    rows the kernel will use, not its generic "gpu" fallback (on an H200 the plan read the fallback until a launch
+    had happened in that process, and the sm90 table after)."""
+    if key == "interpreter" or not tables or any(key in table for _, table in tables):
+        return
+    for cls in type(kernel).__mro__:
+        load = getattr(sys.modules.get(cls.__module__), "load_tile_table", None)
+        if callable(load):
+            try:
+                load(key)
+            except (ValueError, TypeError):
+                pass  # an unusable file: the kernel warns at its first launch and runs its defaults, as planned here
+            return
+
+
 def kernel_tiles(kernel, target: Target) -> Tiles:
     """The kernel's tile boundaries for how it runs for `target` on this machine: the rows of its tile tables for
     the interpreter on a CPU host, else for the target's arch (a measured table) or "gpu"; generic menus when the
@@ -142,7 +159,9 @@ def kernel_tiles(kernel, target: Target) -> Tiles:
     max_m + 1: GEMV / split-K / swap_ab / planar switches), the most tail-like first."""
     key = "interpreter" if detect_target().is_cpu else target.arch
     rows, where = [], []
-    for name, table in _tile_tables(kernel):
+    tables = _tile_tables(kernel)
+    _load_measured_tables(kernel, key, tables)
+    for name, table in tables:
         kind = key if key in table else ("gpu" if key != "interpreter" and "gpu" in table else None)
         if table.get(kind):
             rows += table[kind]

@@ -175,7 +175,7 @@ class W4A16Family(Family):
         return EXACT_REGIMES if tier == "exact" else tuple(r for r in self.regimes if r not in EXACT_REGIMES)
 
     def accepted_classes(self, kernel, target, tier: str, profile) -> list:
-        return [c for c, _ in _w4a16_table(self, kernel.name, target, tier, profile.k_max, profile.n_max)]
+        return list(_w4a16_classes(self, kernel.name, target, tier, profile.k_max, profile.n_max))
 
     def draw_case(self, draw, kernel, target, tier: str, profile) -> dict:
         from hypothesis import assume
@@ -183,12 +183,12 @@ class W4A16Family(Family):
 
         from conformance.families.draws import m_values, seeds
 
-        table = _w4a16_table(self, kernel.name, target, tier, profile.k_max, profile.n_max)
+        table = _w4a16_classes(self, kernel.name, target, tier, profile.k_max, profile.n_max)
         if not table:
             raise ValueError(f"kernel={kernel.name!r} accepts no w4a16 class on target={target} "
                              f"within profile {profile.name}")
-        cls, ks = draw(st.sampled_from(table))
-        K = draw(st.sampled_from(ks))
+        cls = draw(st.sampled_from(table))
+        K = draw(st.sampled_from(_w4a16_ks(self, kernel.name, target, tier, profile.k_max, profile.n_max, cls)))
         ns = [N for N in range(8, profile.n_max + 1, 8) if kernel.can_implement(self.config(cls, N, K), target) is None]
         assume(ns)  # rare: the gate accepted K only for some N in the probe set
         N = draw(st.sampled_from(ns))
@@ -487,25 +487,40 @@ def _k_candidates(group_kind, k_max: int) -> list[int]:
     return list(range(step, k_max + 1, step))
 
 
-@functools.cache
-def _w4a16_table(family, kernel_name: str, target, tier: str, k_max: int, n_max: int) -> tuple:
-    """((class, (K, ...)), ...) for every strategy class with at least one gate-accepted K (gates are pure)."""
+def _accepted_ks(family, kernel_name: str, target, tier: str, k_max: int, n_max: int, cls):
+    """The gate-accepted K values of `cls` (smallest first, lazily: gates are pure, so a caller that needs only
+    the first stops the scan there)."""
     from conformance.core import registry
     from references.generators import exact_tier_max_k
 
     k = registry.get_kernel(kernel_name)
-    out = []
     n_probe = sorted({8, 64 if n_max >= 64 else 8, n_max // 8 * 8})
-    for cls in family.config_classes(**family.STRATEGY_VALUES):
-        cap = k_max
-        if tier == "exact":  # the largest K some exact regime holds; draw_case keeps the regimes valid at K
-            wide = max(exact_tier_max_k(cls.weight_type, regime=r) for r in family.tier_regimes("exact"))
-            cap = min(k_max, wide, k.numerics(None).exact_tier_max_k or k_max)
-        ks = tuple(K for K in _k_candidates(cls.group_size, cap)
-                   if any(k.can_implement(family.config(cls, N, K), target) is None for N in n_probe))
-        if ks:
-            out.append((cls, ks))
-    return tuple(out)
+    cap = k_max
+    if tier == "exact":  # the largest K some exact regime holds; draw_case keeps the regimes valid at K
+        wide = max(exact_tier_max_k(cls.weight_type, regime=r) for r in family.tier_regimes("exact"))
+        cap = min(k_max, wide, k.numerics(None).exact_tier_max_k or k_max)
+    return (K for K in _k_candidates(cls.group_size, cap)
+            if any(k.can_implement(family.config(cls, N, K), target) is None for N in n_probe))
+
+
+@functools.cache
+def _w4a16_classes(family, kernel_name: str, target, tier: str, k_max: int, n_max: int) -> tuple:
+    """The strategy classes with at least one gate-accepted K. Each class's scan stops at its first accepted K:
+    every xdist worker pays this at collection, and the full K list is needed only for a class a draw picked."""
+    return tuple(cls for cls in family.config_classes(**family.STRATEGY_VALUES)
+                 if next(_accepted_ks(family, kernel_name, target, tier, k_max, n_max, cls), None) is not None)
+
+
+@functools.cache
+def _w4a16_ks(family, kernel_name: str, target, tier: str, k_max: int, n_max: int, cls) -> tuple:
+    """Every gate-accepted K of `cls` within the profile (the draw's K menu)."""
+    return tuple(_accepted_ks(family, kernel_name, target, tier, k_max, n_max, cls))
+
+
+def _w4a16_table(family, kernel_name: str, target, tier: str, k_max: int, n_max: int) -> tuple:
+    """((class, (K, ...)), ...) for every strategy class with at least one gate-accepted K (gates are pure)."""
+    return tuple((cls, _w4a16_ks(family, kernel_name, target, tier, k_max, n_max, cls))
+                 for cls in _w4a16_classes(family, kernel_name, target, tier, k_max, n_max))
 
 
 def _rotate(seq, start: int) -> list:
