@@ -902,6 +902,23 @@ class TritonW4A16Base(Kernel):
     def launch_config(self) -> dict:
         return last_launch_config()
 
+    def compile_key(self, case):
+        """The tile row the case's M picks on this device, the constexprs that follow from the case (dtype,
+        zero points, even K / N tiles) and Triton's int classes of M, N, K and the group: equal keys share most of
+        their compiled programs (an approximation: it only groups cases, it decides nothing). None in the
+        interpreter, where nothing compiles."""
+        from conformance.core.kernel import triton_int_key
+        from conformance.core.runtime import kernel_device
+
+        dev = torch.device(kernel_device())
+        if dev.type != "cuda":
+            return None
+        cfg = table_tiles(case.M, gpu_tile_kind(dev), planar=True)
+        g = case.K if case.group_size == -1 else case.group_size
+        return (self.name, case.dtype, case.weight_type, cfg.block_m, cfg.block_n, cfg.block_k, cfg.split_k,
+                cfg.planar, case.K % cfg.block_k == 0, case.N % cfg.block_n == 0,
+                *(triton_int_key(v) for v in (case.M, case.N, case.K, g)))
+
     def load(self, checkpoint, config=None) -> TritonW4A16Operands:
         return load_triton_operands(checkpoint, allow_act_order=self.allow_act_order)
 
