@@ -34,9 +34,10 @@ by the declared `float_zero_dtype` (docs/tolerance.md), not by a wider tolerance
 Gates are the ops' own checks, each refusal naming it: CPU: target cpu, x fp16/bf16 (the op also takes fp32,
 which w4a16 cases never draw), qGroupSize in {32, 64, 128, 256} (channelwise only when K is one of those),
 N % 16 == 0, K % 2 == 0; CUDA: target cuda sm80+, x bf16, the same group sizes (so K % 32 == 0: 16 * the
-smallest inner_k_tiles divides K). Neither op has a g_idx (act-order is refused) nor takes 8-bit weights. Where torch lacks an op, its kernel is registered gate-only with the reason.
-The tinygemm kernel has a model (`model`): a plain-torch reading of the uint8 [N, K/2] weight and
-`scales_and_zeros` the load step built, so that load step is tested on machines without a GPU.
+smallest inner_k_tiles divides K). Neither op has a g_idx (act-order is refused) nor takes 8-bit weights.
+Where torch lacks an op, its kernel is registered gate-only with the reason. The tinygemm kernel has a model
+(`model`): a plain-torch reading of the uint8 [N, K/2] weight and `scales_and_zeros` the load step built, so that
+load step is tested on machines without a GPU.
 """
 from __future__ import annotations
 

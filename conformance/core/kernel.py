@@ -68,7 +68,8 @@ class Numerics:
     device_inexact_reason: why device runs are not bit-exact (exact tier then skipped on a GPU), or None.
     fp8_scale: fp8 only: "divide" (s = amax / fp8_max, q = x / s: the reference), "reciprocal" (s = amax *
         fp32(1/fp8_max), correctly rounded constant; q = x / s), "fast_reciprocal" (approximate: statistical only) or
-        "inverse" (i = fp32(fp8_max / amax) correctly rounded, q = x * i, the stored scale fp32(1 / i): statistical only).
+        "inverse" (i = fp32(fp8_max / amax) correctly rounded, q = x * i, the stored scale fp32(1 / i):
+        statistical only).
     dequant_roundings: 1 (W = (q - z) * s rounded once to the dequant dtype) or 2 (GemLite's fma(q, s, round(-z*s)):
         -z*s rounded to the dequant dtype first, then one fused multiply-add rounding).
     atomics: partials are added in any order (split-K atomics): determinism is then not claimed nor checked.

@@ -43,7 +43,7 @@ def test_shipped_fp8_bug(key, conformance_kernel, conformance_target, conformanc
 
 
 def _shipped_bug(key, conformance_kernel, conformance_target, conformance_case):
-    """Every pinned case of entry `key` on one kernel of its family (the replayed case only, with --conformance-case)."""
+    """Every pinned case of entry `key` on one kernel of its family (with --conformance-case: that case only)."""
     e = catalogue.entry(key)
     if conformance_case is not None:  # --conformance-case: only the entry that pins that case, only that case
         if conformance_case not in e.all_cases(conformance_case.kernel):
