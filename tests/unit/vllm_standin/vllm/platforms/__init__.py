@@ -1,17 +1,5 @@
-"""Stand-in of vllm.platforms: the CPU platform (no device capability)."""
+"""Stand-in of vllm.platforms: the machine's platform is the CPU platform (no device capability)."""
+from .cpu import CpuPlatform
 
-
-class _CpuPlatform:
-    device_name = "cpu"
-
-    def is_cpu(self) -> bool:
-        return True
-
-    def is_cuda_alike(self) -> bool:
-        return False
-
-    def get_device_capability(self):
-        return None
-
-
-current_platform = _CpuPlatform()
+_current_platform = CpuPlatform()
+current_platform = _current_platform

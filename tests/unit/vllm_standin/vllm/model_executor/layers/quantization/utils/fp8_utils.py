@@ -9,7 +9,7 @@ def per_token_group_quant_fp8(x: torch.Tensor, group_size: int, eps: float = 1e-
                               column_major_scales: bool = False, out_q=None, use_ue8m0: bool | None = None):
     dtype = torch.float8_e4m3fn if dtype is None else dtype
     fp8_max = 224.0 if dtype == torch.float8_e4m3fnuz else torch.finfo(dtype).max
-    assert x.shape[-1] % group_size == 0 and x.is_contiguous()
+    assert x.shape[-1] % group_size == 0 and x.stride(-1) == 1  # groups contiguous, rows may be padded (as vLLM)
     xg = x.float().reshape(*x.shape[:-1], x.shape[-1] // group_size, group_size)
     amax = xg.abs().amax(-1).clamp(min=eps)
     s = amax * torch.tensor(1.0 / fp8_max, dtype=torch.float32)

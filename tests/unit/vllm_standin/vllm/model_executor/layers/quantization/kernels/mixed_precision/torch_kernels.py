@@ -1,6 +1,9 @@
 """Two plain-torch mixed-precision kernels: one correct, one with the zero-point bug of vllm#47159.
 
 Both dequantize once at load ((q - z) * s in fp32, rounded once to the act dtype) and run an fp32 matmul.
+`_DequantOnce` holds the code; the kernels of both layouts (this one and kernels/linear/mixed_precision) mix it
+into their layout's MPLinearKernel. It reads `checkpoint_format` and `has_g_idx` where the config has them (the
+old interface), and raw zero points with no act-order where it has not (today's).
 """
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ def _unpack(words: torch.Tensor, dim: int, bits: int) -> torch.Tensor:
     return vals.reshape(*w.shape[:-1], w.shape[-1] * per).movedim(-1, dim).to(torch.int32)
 
 
-class _DequantOnceKernel(MPLinearKernel):
+class _DequantOnce:
     SUPPORTED = (scalar_types.uint4b8, scalar_types.uint4)
     ACT_TYPES = (torch.float16, torch.bfloat16)
 
@@ -34,7 +37,7 @@ class _DequantOnceKernel(MPLinearKernel):
             return False, f"{cls.__name__} supports {[t.name for t in cls.SUPPORTED]}, not {c.weight_type}"
         if c.act_type not in cls.ACT_TYPES:
             return False, f"{cls.__name__} only supports {cls.ACT_TYPES} activations"
-        if c.has_g_idx and c.partition_weight_shape[0] != c.full_weight_shape[0]:
+        if getattr(c, "has_g_idx", False) and c.partition_weight_shape[0] != c.full_weight_shape[0]:
             return False, "act reordering not supported with partitioned input features"
         if c.group_size != -1 and (c.group_size < 32 or c.full_weight_shape[0] % c.group_size):
             return False, f"group size {c.group_size} must be -1 or >= 32 and divide the input features"
@@ -58,14 +61,16 @@ class _DequantOnceKernel(MPLinearKernel):
         s = ws.data.to(torch.float32)  # [G, N]
         if c.zero_points:
             words = self._zeros_gn(layer)
-            if c.checkpoint_format == "gptq":  # v1 stores z - 1, with the int32 borrow: add 1 to every slot
+            # v1 stores z - 1, with the int32 borrow: add 1 to every slot
+            if getattr(c, "checkpoint_format", "") == "gptq":
                 words = (words.to(torch.int64) + sum(1 << (bits * j) for j in range(32 // bits))) & 0xFFFFFFFF
             z = _unpack(words, 1, bits)
             assert tuple(z.shape) == tuple(s.shape), f"qzeros shape mismatch: {tuple(z.shape)} vs {tuple(s.shape)}"
         else:
             z = torch.full(s.shape, c.weight_type.bias, dtype=torch.int32, device=s.device)  # on the weights' device
         gs = K if c.group_size == -1 else c.group_size
-        g = getattr(layer, self.w_gidx_name).long() if c.has_g_idx else torch.arange(K, device=s.device) // gs
+        act_order = getattr(c, "has_g_idx", False)
+        g = getattr(layer, self.w_gidx_name).long() if act_order else torch.arange(K, device=s.device) // gs
         w = ((q - z[g]).to(torch.float32) * s[g]).to(c.act_type)
         layer.register_parameter("w_dequant", torch.nn.Parameter(w, requires_grad=False))
 
@@ -77,11 +82,11 @@ class _DequantOnceKernel(MPLinearKernel):
         return y.reshape(*x.shape[:-1], N)
 
 
-class TorchRefLinearKernel(_DequantOnceKernel):
+class TorchRefLinearKernel(_DequantOnce, MPLinearKernel):
     """Correct: every tensor is read through its declared layout."""
 
 
-class ZpAlwaysTransposedLinearKernel(_DequantOnceKernel):
+class _ZpAlwaysTransposed:
     """vllm#47159: the zero points are transposed as if every checkpoint were compressed-tensors ([N/pf, G])."""
 
     ACT_TYPES = (torch.float16,)
@@ -98,3 +103,7 @@ class ZpAlwaysTransposedLinearKernel(_DequantOnceKernel):
 
     def _zeros_gn(self, layer) -> torch.Tensor:
         return getattr(layer, self.w_zp_name).data.t()
+
+
+class ZpAlwaysTransposedLinearKernel(_ZpAlwaysTransposed, _DequantOnce, MPLinearKernel):
+    """vllm#47159 (see _ZpAlwaysTransposed)."""

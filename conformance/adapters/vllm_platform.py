@@ -1,0 +1,179 @@
+"""vLLM's own platform object for a target, standing in for the machine's platform inside a scope.
+
+vLLM's kernels ask `vllm.platforms.current_platform` (bound into each kernel module by `from vllm.platforms import
+current_platform`) and, on ROCm, the module-level arch flags of `vllm.platforms.rocm` (`on_gfx1x()`, ...). To ask a
+gate as vLLM would run it on target T, `as_target(T)` swaps, for the duration of the block only:
+
+- every loaded `vllm.*` module's `current_platform` (and `vllm.platforms._current_platform`) for vLLM's platform of T:
+  ROCm `gfxNNNN`: `RocmPlatform` of a private copy of `vllm/platforms/rocm.py` executed with the GPU arch it reads at
+  import (amdsmi, else `torch.cuda.get_device_properties(...).gcnArchName`) answered as T's arch, so its `_ON_*`
+  flags, `on_gfx*()` and `get_device_capability()` are vLLM's own code for T; CUDA `smXY`: vLLM's `CudaPlatform` with
+  `get_device_capability()` answering (X, Y), the one hardware query; `cpu`: vLLM's `CpuPlatform`;
+- `sys.modules["vllm.platforms.rocm"]` for that copy (kernels import `on_gfx1x` and friends from it at call time).
+
+On the machine's own GPU target nothing is swapped: vLLM's real current platform answers. Everything is restored on
+exit, including modules first imported inside the block. Not thread-safe (one question at a time per process).
+
+`ensure_compiled_placeholder()`: vLLM's compiled library (`vllm._C_stable_libtorch`, built for torch 2.14 in 0.33.0)
+does not load here; `vllm.platforms.cuda` imports it unconditionally. An empty module stands in for it so vLLM's
+Python imports; every op it would have registered stays absent, and `COMPILED_ABSENT` says why.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+import types
+
+COMPILED_LIB = "vllm._C_stable_libtorch"
+COMPILED_ABSENT: str | None = None  # why vLLM's compiled library did not load here (None: it loaded or untried)
+_PLATFORMS: dict = {}  # str(target) -> platform object
+_ROCM_COPIES: dict = {}  # arch -> private module copy of vllm/platforms/rocm.py
+
+
+def _why(e: BaseException) -> str:
+    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+
+
+def ensure_compiled_placeholder() -> str | None:
+    """Import vLLM's compiled library; where it cannot load, put an empty placeholder module in its place (see the
+    module docstring). Returns COMPILED_ABSENT. Call before anything imports vllm.platforms.cuda."""
+    global COMPILED_ABSENT
+    mod = sys.modules.get(COMPILED_LIB)
+    if mod is not None:
+        COMPILED_ABSENT = getattr(mod, "CONFORMANCE_PLACEHOLDER", None)  # the reason, kept on our placeholder
+        return COMPILED_ABSENT
+    try:
+        importlib.import_module(COMPILED_LIB)
+    except Exception as e:  # noqa: BLE001 - absent or built for another torch: both mean its ops are absent
+        COMPILED_ABSENT = f"{COMPILED_LIB} did not load ({_why(e)})"
+        placeholder = types.ModuleType(COMPILED_LIB)
+        placeholder.__doc__ = f"conformance placeholder: {COMPILED_ABSENT}"
+        placeholder.CONFORMANCE_PLACEHOLDER = COMPILED_ABSENT
+        sys.modules[COMPILED_LIB] = placeholder
+    return COMPILED_ABSENT
+
+
+def _rocm_copy(arch: str):
+    """A private copy of vllm/platforms/rocm.py executed as if the machine's GPU were `arch`."""
+    if arch in _ROCM_COPIES:
+        return _ROCM_COPIES[arch]
+    import torch
+
+    spec = importlib.util.find_spec("vllm.platforms.rocm")
+    copy = importlib.util.module_from_spec(importlib.util.spec_from_file_location("vllm.platforms.rocm", spec.origin))
+    real_props = torch.cuda.get_device_properties
+    saved = sys.modules.get("vllm.platforms.rocm")
+    torch.cuda.get_device_properties = lambda *_a, **_k: types.SimpleNamespace(gcnArchName=arch, name=arch)
+    sys.modules["vllm.platforms.rocm"] = copy
+    try:
+        spec.loader.exec_module(copy)
+    finally:
+        torch.cuda.get_device_properties = real_props
+        if saved is None:
+            sys.modules.pop("vllm.platforms.rocm", None)
+        else:
+            sys.modules["vllm.platforms.rocm"] = saved
+    if copy._GCN_ARCH != arch:
+        raise RuntimeError(f"vllm.platforms.rocm read arch {copy._GCN_ARCH!r}, not the simulated {arch!r}")
+    _ROCM_COPIES[arch] = copy
+    return copy
+
+
+def platform_for(target):
+    """vLLM's platform object for `target` (cached): see the module docstring."""
+    key = str(target)
+    if key in _PLATFORMS:
+        return _PLATFORMS[key]
+    if target.kind == "rocm":
+        plat = _rocm_copy(target.arch).RocmPlatform()
+    elif target.kind == "cuda":
+        ensure_compiled_placeholder()
+        cuda = importlib.import_module("vllm.platforms.cuda")
+        cap = importlib.import_module("vllm.platforms.interface").DeviceCapability(target.sm // 10, target.sm % 10)
+
+        def get_device_capability(cls, device_id: int = 0, _cap=cap):
+            return _cap
+
+        cls = type(f"Simulated{cuda.CudaPlatform.__name__}_{target.arch}", (cuda.CudaPlatform,),
+                   {"get_device_capability": classmethod(get_device_capability),
+                    "__doc__": f"vLLM's {cuda.CudaPlatform.__name__}, device capability {target.arch}"})
+        plat = cls()
+    else:
+        plat = importlib.import_module("vllm.platforms.cpu").CpuPlatform()
+    _PLATFORMS[key] = plat
+    return plat
+
+
+def _real_platform():
+    return importlib.import_module("vllm.platforms").current_platform
+
+
+def capability(platform) -> int | None:
+    """The capability integer vLLM's kernel selection compares get_min_capability() with (major * 10 + minor)."""
+    cc = platform.get_device_capability()
+    return None if cc is None else cc[0] * 10 + cc[1]
+
+
+def is_machine_target(target) -> bool:
+    """True when `target` is this machine's GPU: vLLM's real platform answers for it."""
+    from conformance.core.targets import detect_target
+
+    return target.is_gpu and detect_target() == target
+
+
+_HOLDERS: list = [0, []]  # [len(sys.modules) when scanned, the vllm modules that bind current_platform]
+
+
+def _holders() -> list:
+    """The loaded vllm.* modules with a global `current_platform` (rescanned when modules were imported)."""
+    if _HOLDERS[0] != len(sys.modules):
+        _HOLDERS[1] = [m for n, m in list(sys.modules.items()) if (n == "vllm" or n.startswith("vllm."))
+                       and m is not None and "current_platform" in getattr(m, "__dict__", {})]
+        _HOLDERS[0] = len(sys.modules)
+    return _HOLDERS[1]
+
+
+def reset() -> None:
+    """Forget cached platform objects, module copies and the compiled-library verdict (a different vLLM is
+    about to be imported: the adapter's register() calls it)."""
+    global COMPILED_ABSENT
+    _PLATFORMS.clear()
+    _ROCM_COPIES.clear()
+    _HOLDERS[:] = [0, []]
+    COMPILED_ABSENT = None
+
+
+@contextlib.contextmanager
+def as_target(target):
+    """Inside the block, vLLM's current platform is its platform for `target` (see the module docstring)."""
+    if is_machine_target(target):
+        yield _real_platform()
+        return
+    plat = platform_for(target)
+    pkg = importlib.import_module("vllm.platforms")
+    real = pkg.current_platform
+    swapped = [m for m in _holders() if m.__dict__.get("current_platform") is real]
+    n_modules = len(sys.modules)
+    saved_rocm = sys.modules.get("vllm.platforms.rocm")
+    for m in swapped:
+        m.current_platform = plat
+    pkg._current_platform = plat
+    if target.kind == "rocm":
+        sys.modules["vllm.platforms.rocm"] = _rocm_copy(target.arch)
+    try:
+        yield plat
+    finally:
+        pkg._current_platform = real
+        for m in swapped:
+            m.current_platform = real
+        if target.kind == "rocm":
+            if saved_rocm is None:
+                sys.modules.pop("vllm.platforms.rocm", None)
+            else:
+                sys.modules["vllm.platforms.rocm"] = saved_rocm
+        if len(sys.modules) != n_modules:  # modules imported inside the block bound the stand-in: rebind them
+            for m in _holders():
+                if m.__dict__.get("current_platform") is plat:
+                    m.current_platform = real
