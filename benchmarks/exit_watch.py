@@ -20,7 +20,8 @@ def alive_threads() -> list[str]:
 
 
 def pytest_unconfigure(config):
-    who = os.environ.get("PYTEST_XDIST_WORKER", "controller")
+    # this process's own role: a pytest run started inside an xdist worker inherits PYTEST_XDIST_WORKER from it
+    who = config.workerinput["workerid"] if hasattr(config, "workerinput") else "controller"
     print(f"exit_watch[{who} pid {os.getpid()}]: threads alive at unconfigure: {', '.join(alive_threads()) or 'none'}",
           file=sys.stderr, flush=True)
     faulthandler.dump_traceback_later(EXIT_WATCH_S, exit=False, file=sys.stderr)
