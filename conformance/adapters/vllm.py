@@ -37,12 +37,12 @@ Contract of each `vllm_<kind>` kernel (API v2):
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
 import inspect
 import pkgutil
 import re
-import types
 from dataclasses import dataclass
 
 import torch
@@ -120,10 +120,9 @@ class Found:
 
 def import_vllm() -> tuple[Found | None, str | None]:
     """(Found, None), or (None, "vllm not importable: ..." naming every layout tried)."""
-    configure_triton()  # TRITON_INTERPRET must be set before vLLM defines its @triton.jit kernels
     try:
-        vllm = importlib.import_module("vllm")
         vllm_platform.ensure_compiled_placeholder()
+        vllm = importlib.import_module("vllm")
     except Exception as e:  # noqa: BLE001 - any failure means there is nothing to adapt; say which
         return None, f"vllm not importable: {_why(e)}"
     tried = []
@@ -254,6 +253,14 @@ def _params():
     return importlib.import_module(PARAMS_MODULE)
 
 
+def _fresh(data: torch.Tensor) -> torch.Tensor:
+    """`data` in a fresh row-major buffer, as vLLM's create_weights allocates a parameter and its loader copies the
+    checkpoint in (a `.contiguous()` view keeps odd strides on size-1 dims, which vLLM's own layers never see)."""
+    out = torch.empty(data.shape, dtype=data.dtype, device=data.device)
+    out.copy_(data)
+    return out
+
+
 def register_checkpoint(layer: torch.nn.Module, ckpt, device, g_idx: bool = True) -> tuple[str, str, str | None,
                                                                                               str | None]:
     """Register `ckpt`'s tensors on `layer` the way vLLM's linear methods create them, and return the parameter
@@ -278,7 +285,7 @@ def register_checkpoint(layer: torch.nn.Module, ckpt, device, g_idx: bool = True
     channelwise = ckpt.group_size == -1
 
     def reg(name, cls, data, **layout):
-        layer.register_parameter(name, cls(data=data.contiguous(), weight_loader=_noop_loader, **layout))
+        layer.register_parameter(name, cls(data=_fresh(data), weight_loader=_noop_loader, **layout))
 
     if ckpt.format in ("gptq_v1", "gptq_v2"):
         reg("qweight", P.PackedvLLMParameter, t["qweight"], input_dim=0, output_dim=1, packed_dim=0, packed_factor=pf)
@@ -521,7 +528,7 @@ class VllmMPLinearAdapter(Kernel):
         return VllmLinear(kernel, layer, c, params)
 
     def apply(self, ops: VllmLinear, x, ctx=None):
-        layer = types.SimpleNamespace(**ops.params)
+        layer = _Layer(ops.params)
         if torch.compiler.is_compiling():  # traced: the op is opaque, its impl asks the platform when it runs
             return ops.kernel.apply_weights(layer, x, None)
         with vllm_platform.as_target(_target(ctx)):
@@ -547,6 +554,15 @@ class VllmMPLinearAdapter(Kernel):
                           gs, bias)
 
 
+class _Layer:
+    """What apply_weights reads its tensors from: the processed parameters as attributes (a plain object, so
+    torch.compile traces through it)."""
+
+    def __init__(self, params: dict):
+        for name, t in params.items():
+            setattr(self, name, t)
+
+
 _T = None  # numerics() has no target: the hybrid's gfx115x GEMV rule is asked for the default (non-gfx115x) case
 
 
@@ -558,24 +574,49 @@ def _target(ctx):
 
 def _with_tp_group(fn):
     """Run `fn`; vLLM parameters read the tensor-parallel rank at construction, so if that fails because no
-    model-parallel group exists, create a single-rank one (vLLM's own helpers) and retry once."""
+    model-parallel group exists, create a single-rank one (vLLM's own helpers, gloo, inside a default VllmConfig
+    built on this machine's platform) and retry once."""
     try:
         return fn()
     except (AssertionError, RuntimeError, ValueError) as first:
         try:
-            dist = importlib.import_module("vllm.distributed")
-            if not torch.distributed.is_initialized():
-                import socket
+            from conformance.core.targets import detect_target
 
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", 0))
-                    port = s.getsockname()[1]
-                dist.init_distributed_environment(world_size=1, rank=0, local_rank=0,
-                                                  distributed_init_method=f"tcp://127.0.0.1:{port}")
-            dist.initialize_model_parallel(1)
-        except Exception:  # noqa: BLE001 - the original error is the one to report
-            raise first from None
+            dist = importlib.import_module("vllm.distributed")
+            config = importlib.import_module("vllm.config")
+            with vllm_platform.as_target(detect_target()):
+                vllm_config = config.VllmConfig()
+            with config.set_current_vllm_config(vllm_config):
+                if not torch.distributed.is_initialized():
+                    import socket
+
+                    with socket.socket() as s:
+                        s.bind(("127.0.0.1", 0))
+                        port = s.getsockname()[1]
+                    dist.init_distributed_environment(world_size=1, rank=0, local_rank=0, backend="gloo",
+                                                      distributed_init_method=f"tcp://127.0.0.1:{port}")
+                dist.initialize_model_parallel(1, backend="gloo")
+        except Exception as e:  # noqa: BLE001 - the original error is the one to report, with why the fix failed
+            raise RuntimeError(f"{_why(first)} (creating a single-rank group failed: {_why(e)})") from None
         return fn()
+
+
+@contextlib.contextmanager
+def _triton_visible_to_vllm():
+    """vLLM replaces Triton by a placeholder when Triton reports no active GPU driver (always on a CPU host),
+    except when CUDA_VISIBLE_DEVICES is set and empty (its allowance for Ray workers whose devices come later). On
+    a host without a GPU, with Triton's interpreter on, it is set empty while vLLM imports (and restored after),
+    so vLLM's @triton.jit kernels are real Triton kernels, which the interpreter runs."""
+    import os
+
+    if torch.cuda.is_available() or not interpreting() or "CUDA_VISIBLE_DEVICES" in os.environ:
+        yield
+        return
+    os.environ["CUDA_VISIBLE_DEVICES"] = ""
+    try:
+        yield
+    finally:
+        del os.environ["CUDA_VISIBLE_DEVICES"]
 
 
 # ---------------------------------------------------------------------------------------------- fp8 group quant
@@ -696,10 +737,17 @@ class VllmFp8GroupQuantTriton(VllmFp8GroupQuant):
     route = "triton"
 
     def _x(self, x):
-        buf = torch.empty((*x.shape[:-1], x.shape[-1] + FP8_ROW_PAD), dtype=x.dtype, device=x.device)
-        view = buf[..., : x.shape[-1]]
-        view.copy_(x)
+        # a 1-row view is contiguous whatever its row stride (vLLM would send it to its compiled op): a 1-row x is
+        # quantized as row 0 of a 2-row padded batch (rows are independent), and row 0 of the outputs returned
+        rows = max(x.shape[0], 2)
+        buf = torch.empty((rows, x.shape[-1] + FP8_ROW_PAD), dtype=x.dtype, device=x.device)
+        view = buf[:, : x.shape[-1]]
+        view.copy_(x.expand(rows, -1) if x.shape[0] == 1 else x)
         return view
+
+    def apply(self, p: VllmFp8Params, x, ctx=None):
+        q, s = super().apply(p, x, ctx)
+        return (q[:1], s[:1]) if x.shape[0] == 1 else (q, s)
 
 
 # ---------------------------------------------------------------------------------------------- unavailable
@@ -740,19 +788,21 @@ def register() -> list[str]:
     REGISTERED.clear()
     SKIPPED.clear()
     vllm_platform.reset()
-    FOUND, UNAVAILABLE = import_vllm()
+    configure_triton()  # TRITON_INTERPRET must be set before vLLM defines its @triton.jit kernels
     kernels: list[Kernel] = []
-    if FOUND is None:
-        kernels.append(VllmUnavailable(UNAVAILABLE))
-    else:
-        classes, skipped = discover_kernels(FOUND)
-        SKIPPED.update(skipped)
-        kernels += [VllmMPLinearAdapter(cls, FOUND, PRIORITY - i) for i, cls in enumerate(classes)]
-        try:
-            fn = find_fp8()
-            kernels += [VllmFp8GroupQuant(fn), VllmFp8GroupQuantTriton(fn)]
-        except Exception as e:  # noqa: BLE001
-            SKIPPED[FP8_FUNCTION] = _why(e)
+    with _triton_visible_to_vllm():
+        FOUND, UNAVAILABLE = import_vllm()
+        if FOUND is None:
+            kernels.append(VllmUnavailable(UNAVAILABLE))
+        else:
+            classes, skipped = discover_kernels(FOUND)
+            SKIPPED.update(skipped)
+            kernels += [VllmMPLinearAdapter(cls, FOUND, PRIORITY - i) for i, cls in enumerate(classes)]
+            try:
+                fn = find_fp8()
+                kernels += [VllmFp8GroupQuant(fn), VllmFp8GroupQuantTriton(fn)]
+            except Exception as e:  # noqa: BLE001
+                SKIPPED[FP8_FUNCTION] = _why(e)
     for k in kernels:
         register_kernel(k)
         REGISTERED.append(k.name)

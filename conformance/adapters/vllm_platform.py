@@ -7,7 +7,8 @@ gate as vLLM would run it on target T, `as_target(T)` swaps, for the duration of
 - every loaded `vllm.*` module's `current_platform` (and `vllm.platforms._current_platform`) for vLLM's platform of T:
   ROCm `gfxNNNN`: `RocmPlatform` of a private copy of `vllm/platforms/rocm.py` executed with the GPU arch it reads at
   import (amdsmi, else `torch.cuda.get_device_properties(...).gcnArchName`) answered as T's arch, so its `_ON_*`
-  flags, `on_gfx*()` and `get_device_capability()` are vLLM's own code for T; CUDA `smXY`: vLLM's `CudaPlatform` with
+  flags, `on_gfx*()` and `get_device_capability()` are vLLM's own code for T (`num_compute_units()` answers from
+  COMPUTE_UNITS); CUDA `smXY`: vLLM's `CudaPlatform` with
   `get_device_capability()` answering (X, Y), the one hardware query; `cpu`: vLLM's `CpuPlatform`;
 - `sys.modules["vllm.platforms.rocm"]` for that copy (kernels import `on_gfx1x` and friends from it at call time).
 
@@ -29,6 +30,10 @@ import types
 COMPILED_LIB = "vllm._C_stable_libtorch"
 COMPILED_ABSENT: str | None = None  # why vLLM's compiled library did not load here (None: it loaded or untried)
 _PLATFORMS: dict = {}  # str(target) -> platform object
+# the one other hardware query vLLM's kernels make (the hybrid passes it to its HIP GEMV, which runs here as our
+# model, where it changes nothing): compute units of the flagship part of each arch
+COMPUTE_UNITS = {"gfx90a": 110, "gfx942": 304, "gfx950": 256, "gfx1100": 96, "gfx1101": 60, "gfx1102": 32,
+                 "gfx1150": 16, "gfx1151": 40, "gfx1200": 32, "gfx1201": 64}
 _ROCM_COPIES: dict = {}  # arch -> private module copy of vllm/platforms/rocm.py
 
 
@@ -37,15 +42,27 @@ def _why(e: BaseException) -> str:
 
 
 def ensure_compiled_placeholder() -> str | None:
-    """Import vLLM's compiled library; where it cannot load, put an empty placeholder module in its place (see the
-    module docstring). Returns COMPILED_ABSENT. Call before anything imports vllm.platforms.cuda."""
+    """Load vLLM's compiled library; where it cannot load, put an empty placeholder module in its place (see the
+    module docstring). Returns COMPILED_ABSENT. Runs before `import vllm` (whose import may already resolve the
+    platform, and so import vllm.platforms.cuda): the library is found and loaded by file, not through vllm."""
     global COMPILED_ABSENT
     mod = sys.modules.get(COMPILED_LIB)
     if mod is not None:
         COMPILED_ABSENT = getattr(mod, "CONFORMANCE_PLACEHOLDER", None)  # the reason, kept on our placeholder
         return COMPILED_ABSENT
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.submodule_search_locations:
+        return None  # no vllm: import_vllm says so
+    import pathlib
+
+    libs = sorted(p for d in spec.submodule_search_locations for p in pathlib.Path(d).glob("_C_stable_libtorch*.so"))
     try:
-        importlib.import_module(COMPILED_LIB)
+        if not libs:
+            raise ModuleNotFoundError(f"no {COMPILED_LIB} extension file in {list(spec.submodule_search_locations)}")
+        lib_spec = importlib.util.spec_from_file_location(COMPILED_LIB, libs[0])
+        lib = importlib.util.module_from_spec(lib_spec)
+        lib_spec.loader.exec_module(lib)
+        sys.modules[COMPILED_LIB] = lib
     except Exception as e:  # noqa: BLE001 - absent or built for another torch: both mean its ops are absent
         COMPILED_ABSENT = f"{COMPILED_LIB} did not load ({_why(e)})"
         placeholder = types.ModuleType(COMPILED_LIB)
@@ -87,7 +104,18 @@ def platform_for(target):
     if key in _PLATFORMS:
         return _PLATFORMS[key]
     if target.kind == "rocm":
-        plat = _rocm_copy(target.arch).RocmPlatform()
+        base = _rocm_copy(target.arch).RocmPlatform
+        cus = COMPUTE_UNITS.get(target.arch)
+
+        def num_compute_units(cls, device_id: int = 0, _cus=cus, _arch=target.arch):
+            if _cus is None:
+                raise NotImplementedError(f"compute units of {_arch} unknown (conformance COMPUTE_UNITS)")
+            return _cus
+
+        cls = type(f"Simulated{base.__name__}_{target.arch}", (base,),
+                   {"num_compute_units": classmethod(num_compute_units),
+                    "__doc__": f"vLLM's {base.__name__} of {target.arch}, its compute-unit count answered"})
+        plat = cls()
     elif target.kind == "cuda":
         ensure_compiled_placeholder()
         cuda = importlib.import_module("vllm.platforms.cuda")

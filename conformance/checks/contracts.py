@@ -50,6 +50,7 @@ METADATA_OPS = frozenset({
     "aten.transpose.int", "aten.permute.default", "aten.expand.default", "aten.squeeze.dim",
     "aten.unsqueeze.default", "aten.alias.default", "aten.detach.default", "aten.as_strided.default",
     "aten.sym_size.int", "aten.sym_stride.int", "aten.sym_numel.default", "aten.slice.Tensor",
+    "Size",  # torch.Size(...) of a dynamic shape in a dynamo graph (vLLM's apply_weights builds its out_shape)
 })
 # what a fake impl may do: allocate outputs and take views of them
 ALLOCATION_OPS = METADATA_OPS | frozenset({

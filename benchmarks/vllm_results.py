@@ -1,0 +1,95 @@
+"""Fold suite reports of the vLLM adapter into benchmarks/results/vllm_0.33.0.json.
+
+    python benchmarks/vllm_results.py add REPORT.json --command "..." --machine "..." [--out PATH]
+
+REPORT.json is a `--conformance-report` file of a suite run with `--conformance-plugin conformance.adapters.vllm`.
+`add` replaces the run of the same target and machine (or appends it) and rewrites `failures` from all runs.
+The file's keys: `commit`, `clean` (benchmarks/provenance.py, of the tree that ran: the report's own commit when
+it names one), `vllm_version`, `runs` (command, machine, target, profile, seed, complete, and per kernel:
+cases, passed, failed, errors, skipped, run_modes) and `failures` (case id, kernel, target, outcome, detail,
+replay line). Every verdict of a vllm_* kernel counts; a failure is an outcome of fail or error.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "benchmarks" / "results" / "vllm_0.33.0.json"
+VLLM_VERSION = "0.33.0"
+
+
+def summarize(report: dict) -> tuple[dict, list[dict]]:
+    """(per-kernel counts, failures) of the vllm_* kernels' records in one suite report."""
+    kernels: dict = collections.defaultdict(lambda: {"cases": 0, "passed": 0, "failed": 0, "errors": 0,
+                                                     "skipped": 0, "run_modes": {}})
+    failures = []
+    for r in report.get("records", []):
+        name = r.get("kernel", "")
+        if not name.startswith("vllm_"):
+            continue
+        k = kernels[name]
+        k["cases"] += 1
+        outcome = r.get("outcome")
+        key = {"pass": "passed", "fail": "failed", "error": "errors", "skip": "skipped"}.get(outcome, "errors")
+        k[key] += 1
+        if r.get("run_mode"):
+            k["run_modes"][r["run_mode"]] = k["run_modes"].get(r["run_mode"], 0) + 1
+        if outcome in ("fail", "error"):
+            failures.append({"case_id": r.get("case_id"), "kernel": name, "check": r.get("check"),
+                             "target": r.get("target") or report.get("target"), "outcome": outcome,
+                             "run_mode": r.get("run_mode"), "detail": (r.get("detail") or "")[:600],
+                             "replay": r.get("replay")})
+    return {n: kernels[n] for n in sorted(kernels)}, failures
+
+
+def add(report_path: Path, command: str, machine: str, out: Path = OUT) -> dict:
+    from benchmarks.provenance import code_identity
+
+    report = json.loads(report_path.read_text())
+    data = json.loads(out.read_text()) if out.exists() else {}
+    ident = code_identity()
+    kernels, failures = summarize(report)
+    run = {"command": command, "machine": machine, "target": report.get("target"), "profile": report.get("profile"),
+           "seed": report.get("seed"), "complete": report.get("complete"), "commit": report.get("commit"),
+           "kernels": kernels, "failures": failures}
+    runs = [r for r in data.get("runs", []) if not (r["target"] == run["target"] and r["machine"] == machine)]
+    runs.append(run)
+    data = {"commit": ident["commit"], "clean": ident["clean"], "vllm_version": VLLM_VERSION,
+            "runs": [{k: v for k, v in r.items() if k != "failures"} | {"failures": r.get("failures", [])}
+                     for r in runs]}
+    data["failures"] = [dict(f, machine=r["machine"]) for r in data["runs"] for f in r["failures"]]
+    for r in data["runs"]:
+        r.pop("failures")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=1) + "\n")
+    return data
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("add", help="fold one suite report into the results file")
+    a.add_argument("report", type=Path)
+    a.add_argument("--command", required=True, help="the command that produced the report")
+    a.add_argument("--machine", required=True, help="e.g. 'cpu (2 cores, Triton interpreter)' or 'H200'")
+    a.add_argument("--out", type=Path, default=OUT)
+    args = p.parse_args(argv)
+    if not args.report.is_file():
+        print(f"error: report={str(args.report)!r} is not a file (allowed: a --conformance-report JSON)",
+              file=sys.stderr)
+        return 2
+    data = add(args.report, args.command, args.machine, args.out)
+    for r in data["runs"]:
+        counts = ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in r["kernels"].items())
+        print(f"{r['machine']} {r['target']}: {counts}")
+    print(f"{len(data['failures'])} failures -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
