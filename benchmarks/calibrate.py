@@ -373,6 +373,10 @@ def render_docs(record: dict) -> str:
             f"`{record['command']}`, {record['seconds']:.0f} s on {record['environment']['processes']} processes. "
             + "".join(f"{name} from an earlier run: `{e['command']}` at commit {str(e['commit'])[:12]}. "
                       for name, e in record["kernels"].items() if e["command"] != record["command"])
+            + "".join(f"**Stale**: {name}'s source changed at commit {str(e['stale']['commit'])[:12]} "
+                      f"({e['stale']['change']}); its figures below were measured at commit {str(e['commit'])[:12]}, "
+                      f"rerun: `{e['stale']['rerun']}`. "
+                      for name, e in record["kernels"].items() if e.get("stale"))
             + "Cases and ratios per activation dtype:")
     return "\n".join([head, "", *table, "", "W4A16 max / p99 ratio (cases) by K:", "", *by_k, "", mutant])
 
@@ -425,6 +429,19 @@ def _fmt(x) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
+def mark_stale(record: dict, kernels, state: dict, change: str) -> None:
+    """Record that `kernels`' sources changed after their calibration: their digest now, the commit (and clean
+    flag) it was taken at, and what changed. The figures stay those measured at the entry's commit; the record test
+    accepts exactly this digest (any later change fails it again) and the docs block names each stale kernel."""
+    for name in kernels:
+        e = record["kernels"].get(name)
+        from references.errors import require
+
+        require(e is not None, "--mark-stale", name, f"a calibrated kernel ({', '.join(sorted(record['kernels']))})")
+        e["stale"] = {"digest": source_digests(kernel_module_file(name)), "commit": state.get("commit"),
+                      "clean_tree": state.get("clean_tree"), "change": change, "rerun": rerun_command([name])}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--scale", type=float, default=1.0, help="multiply every plan row's case count")
@@ -434,7 +451,20 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(DEFAULT_OUT))
     p.add_argument("--docs", action="store_true", help=f"run nothing: rewrite the calibration block of {DOCS.name} "
                                                         "from --out (a run at the default --out does this itself)")
+    p.add_argument("--mark-stale", metavar="KERNELS", help="run nothing: record in --out that these kernels' sources "
+                   "changed since their calibration (their digest now, the commit, --change), so the record and the "
+                   "docs say their figures are stale until a rerun")
+    p.add_argument("--change", help="with --mark-stale: what changed, and why the figures were not rerun")
     args = p.parse_args(argv)
+    if args.mark_stale:
+        if not args.change:
+            p.error("--change: missing; with --mark-stale it must say what changed in the kernels' sources")
+        record = json.loads(Path(args.out).read_text())
+        mark_stale(record, _parse_kernels(args.mark_stale, p), git_state(), args.change)
+        Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
+        update_docs(record)
+        print(f"marked stale in {args.out}: {args.mark_stale}")
+        return 0
     if args.docs:
         update_docs(json.loads(Path(args.out).read_text()))
         print(f"wrote the calibration block of {DOCS} from {args.out}")
