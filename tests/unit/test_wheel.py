@@ -74,21 +74,30 @@ def test_validate_runs_from_the_installed_wheel(wheel, tmp_path):
     # the suite's regression and fusion modules run their own kernels whatever --kernels says (~30 s on 2 cores), and
     # the plan's rows repeat what the checkout's run covers: collected (so imported from the installed copy), not run
     env.update(PYTHONPATH=str(site), PYTEST_ADDOPTS="-k 'not test_regressions and not test_fusion and not test_plan'")
+    # this test's own cache dir (remembered failures and examples stay here); inductor's compile cache is the user's,
+    # as in the checkout's own run (a cold compile costs ~20 s)
+    from conformance.core.tree import cache_dir
 
-    probe = ("import json, conformance, conformance.suite\n"
+    env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir("inductor") / "inductor"))
+    env["CONFORMANCE_CACHE_DIR"] = str(tmp_path / "cache")
+
+    # one process (a fresh torch import costs ~4 s): where the imports come from, then `python -m conformance
+    # validate` itself (runpy runs the installed conformance/__main__.py as -m does)
+    probe = ("import json, runpy, sys, conformance, conformance.suite\n"
              "from conformance.core import registry\n"
              "registry.load_all()\n"
              "import conformance_kernels\n"
-             "print(json.dumps([conformance.__file__, conformance.suite.__file__, conformance_kernels.__file__,"
-             " sorted(k.name for k in registry.all_kernels())]))\n")
-    files = json.loads(_run([sys.executable, "-c", probe], cwd=cwd, env=env).stdout.strip().splitlines()[-1])
+             "print('PROBE ' + json.dumps([conformance.__file__, conformance.suite.__file__,"
+             " conformance_kernels.__file__, sorted(k.name for k in registry.all_kernels())]), flush=True)\n"
+             f"sys.argv = ['conformance', 'validate', '--kernels', {KERNEL!r}, '--out', {str(out)!r}, '-n', '0']\n"
+             "runpy.run_module('conformance', run_name='__main__', alter_sys=True)\n")
+    p = _run([sys.executable, "-c", probe], cwd=cwd, env=env)
+    files = json.loads(next(line for line in p.stdout.splitlines() if line.startswith("PROBE "))[len("PROBE "):])
     kernels = files.pop()
     for f in files:
         assert Path(f).resolve().is_relative_to(site.resolve()), f"{f} is not the installed copy under {site}"
     assert KERNEL in kernels and "triton_w4a16" in kernels and "torch_dequant_w4a16" in kernels, kernels
 
-    p = _run([sys.executable, "-m", "conformance", "validate", "--kernels", KERNEL, "--out", str(out), "-n", "0"],
-             cwd=cwd, env=env)
     assert (out / "report.html").stat().st_size > 0, p.stdout
     doc = json.loads((out / "report.json").read_text())
     assert doc["exit_code"] == 0 and doc["pytest_exit_code"] == 0, doc.get("problem")
