@@ -460,6 +460,9 @@ def main(argv=None) -> int:
         if not args.change:
             p.error("--change: missing; with --mark-stale it must say what changed in the kernels' sources")
         record = json.loads(Path(args.out).read_text())
+        from conformance.core import registry
+
+        registry.load_all()
         mark_stale(record, _parse_kernels(args.mark_stale, p), git_state(), args.change)
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
         update_docs(record)
