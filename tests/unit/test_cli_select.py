@@ -137,13 +137,12 @@ def test_list_shows_every_kernel_with_gates_and_availability(capsys):
 
 
 def test_real_process_exit_codes():
-    """The module entry point itself: output and exit status as `git bisect`/scripts see them."""
-    env_cmd = [sys.executable, "-m", "conformance", *W4A16_GFX1100, "--act-order", "--kernels", ROCM_THREE]
-    p = subprocess.run(env_cmd, cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 0 and p.stdout.splitlines()[0] == "selected: none", p.stderr
+    """The module entry point itself: exit status and stderr as `git bisect`/scripts see them. One process (a fresh
+    torch import costs ~4 s): a usage error exits 2 through conformance/__main__.py's sys.exit(main()); exit 0 and
+    1 through the same line are seen by test_bisect (repro under `git bisect run`) and test_wheel (validate)."""
     p = subprocess.run([sys.executable, "-m", "conformance", "select", "--target", "tpu", "--weight-type", "uint4",
                         "--group-size", "128"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert p.returncode == 2 and "--target='tpu'" in p.stderr
+    assert p.returncode == 2 and "--target='tpu'" in p.stderr, p.stderr
 
 
 def test_choose_raises_listing_every_refusal():
