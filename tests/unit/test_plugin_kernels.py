@@ -32,10 +32,17 @@ GOOD = "tests.unit.thirdparty_kernels"
 BROKEN = "tests.unit.thirdparty_broken"
 
 
-def _env():
+def _env(cache: Path | None = None):
+    """The subprocess environment; `cache`: the run's own cache dir (failed plan rows and hypothesis examples it
+    remembers stay in this test's tmp_path), inductor's compile cache staying the user's (a cold compile: ~20 s)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     env.pop("CONFORMANCE_PLUGINS", None)
     env.pop("PYTEST_ADDOPTS", None)
+    if cache is not None:
+        from conformance.core.tree import cache_dir
+
+        env.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_dir("inductor") / "inductor"))
+        env["CONFORMANCE_CACHE_DIR"] = str(cache)
     return env
 
 
@@ -75,7 +82,7 @@ def test_done_when_plugin_runs_through_every_suite_file(tmp_path):
            # the plan's exact-tier rows run the plugin through test_plan.py; its ~187 statistical rows repeat the
            # same plan code (tests/unit/test_plan.py covers the statistical plan) at ~10 s on 2 cores
            "-k", "not (test_plan and statistical)"]
-    r = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     recs = [x for x in json.loads(report.read_text())["records"] if x["kernel"] == "thirdparty_dequant_w4a16"]
     checks = {x["check"] for x in recs if x["outcome"] == "pass"}
@@ -130,7 +137,7 @@ def test_repro_exit_codes_for_plugin_kernels(plugins, monkeypatch, capsys):
     assert cli.main(["repro", "w4a16/thirdparty_dequant_w4a16/M=3"]) == 2
 
 
-def test_simulated_target_runs_real_code_and_summary_says_so():
+def test_simulated_target_runs_real_code_and_summary_says_so(tmp_path):
     """--conformance-target gfx1100 on a CPU host: triton_w4a16's real code runs in the interpreter (not its model),
     the summary counts it; a requested kernel that ran nothing gets a loud WARNING line with its reasons."""
     from conformance.core.runtime import gpu_present
@@ -140,7 +147,7 @@ def test_simulated_target_runs_real_code_and_summary_says_so():
     cmd = [sys.executable, "-m", "pytest", "conformance/suite/test_w4a16_suite.py", "-q", "-p", "no:cacheprovider",
            "-n", "0", "--conformance-plugin", BROKEN, "--conformance-target", "gfx1100",
            "--conformance-kernels", "triton_w4a16,thirdparty_hip_only", "--conformance-tiers", "exact"]
-    r = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    r = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     m = re.search(r"triton_w4a16: real code (\d+) \(interpreter (\d+)\), model (\d+)", r.stdout)
     assert m and int(m.group(1)) > 0 and m.group(1) == m.group(2) and m.group(3) == "0", r.stdout[-3000:]
