@@ -3,7 +3,8 @@
     python benchmarks/vllm_results.py add REPORT.json --command "..." --machine "..." [--out PATH]
 
 REPORT.json is a `--conformance-report` file of a suite run with `--conformance-plugin conformance.adapters.vllm`.
-`add` replaces the run of the same target and machine (or appends it) and rewrites `failures` from all runs.
+`add` appends a run, or, for a target and machine already recorded, replaces the kernels the new report covers
+(their counts and failures) and keeps the others.
 The file's keys: `commit`, `clean` (benchmarks/provenance.py, of the tree that ran: the report's own commit when
 it names one), `vllm_version`, `runs` (command, machine, target, profile, seed, complete, and per kernel:
 cases, passed, failed, errors, skipped, run_modes) and `failures` (case id, kernel, target, outcome, detail,
@@ -56,15 +57,19 @@ def add(report_path: Path, command: str, machine: str, out: Path = OUT) -> dict:
     kernels, failures = summarize(report)
     run = {"command": command, "machine": machine, "target": report.get("target"), "profile": report.get("profile"),
            "seed": report.get("seed"), "complete": report.get("complete"), "commit": report.get("commit"),
-           "kernels": kernels, "failures": failures}
-    runs = [r for r in data.get("runs", []) if not (r["target"] == run["target"] and r["machine"] == machine)]
+           "kernels": kernels}
+    runs = data.get("runs", [])
+    old = next((r for r in runs if r["target"] == run["target"] and r["machine"] == machine), None)
+    if old is not None:  # a later report of the same target and machine replaces the kernels it covers
+        run["kernels"] = {**old["kernels"], **kernels}
+        if old["command"] != command:
+            run["command"] = f"{old['command']}; then, for {', '.join(kernels)}: {command}"
+        runs = [r for r in runs if r is not old]
     runs.append(run)
-    data = {"commit": ident["commit"], "clean": ident["clean"], "vllm_version": VLLM_VERSION,
-            "runs": [{k: v for k, v in r.items() if k != "failures"} | {"failures": r.get("failures", [])}
-                     for r in runs]}
-    data["failures"] = [dict(f, machine=r["machine"]) for r in data["runs"] for f in r["failures"]]
-    for r in data["runs"]:
-        r.pop("failures")
+    kept = [f for f in data.get("failures", [])
+            if not (f["target"] == run["target"] and f["machine"] == machine and f["kernel"] in kernels)]
+    data = {"commit": ident["commit"], "clean": ident["clean"], "vllm_version": VLLM_VERSION, "runs": runs,
+            "failures": kept + [dict(f, machine=machine) for f in failures]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
     return data

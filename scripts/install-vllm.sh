@@ -74,7 +74,7 @@ if [ -n "$wheels" ]; then
   for p in $pins; do
     n="${p%%==*}"; v="${p#*==}"
     glob="$(echo "$n" | tr '-' '_')"
-    if ls "$wheels"/"$glob"-"$v"-*.whl "$wheels"/"$n"-"$v"-*.whl >/dev/null 2>&1; then
+    if [ -n "$(ls "$wheels"/"$glob"-"$v"-*.whl "$wheels"/"$n"-"$v"-*.whl 2>/dev/null | head -1)" ]; then
       present+=("$p")
     elif have="$("$py" -c "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))" "$n" 2>/dev/null)"; then
       from_env+=("$n==$have")

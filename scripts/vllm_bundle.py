@@ -16,7 +16,9 @@ wheels: `--no-deps` on purpose) are not checked.
 from __future__ import annotations
 
 import base64
+import csv
 import hashlib
+import io
 import sys
 import zipfile
 from pathlib import Path
@@ -45,9 +47,11 @@ def slim(wheel: Path, outdir: Path) -> Path:
                 continue
             dst.writestr(info, data, compress_type=zipfile.ZIP_DEFLATED)
             digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-            records.append(f"{info.filename},sha256={digest},{len(data)}")
-        records.append(f"{record_name},,")
-        dst.writestr(record_name, "\n".join(records) + "\n")
+            records.append((info.filename, f"sha256={digest}", str(len(data))))
+        records.append((record_name, "", ""))
+        text = io.StringIO()
+        csv.writer(text, lineterminator="\n").writerows(records)  # RECORD is CSV: names may hold commas
+        dst.writestr(record_name, text.getvalue())
     elf = [n for n in dropped if not n.endswith(DROPPED_SUFFIXES)]
     print(f"slim: {wheel.name}: dropped {len(elf)} compiled files ({', '.join(Path(n).name for n in elf[:6])}"
           f"{', ...' if len(elf) > 6 else ''}) and {len(dropped) - len(elf)} C/C++/CUDA sources, "

@@ -747,7 +747,8 @@ class VllmFp8GroupQuantTriton(VllmFp8GroupQuant):
 
     def apply(self, p: VllmFp8Params, x, ctx=None):
         q, s = super().apply(p, x, ctx)
-        return (q[:1], s[:1]) if x.shape[0] == 1 else (q, s)
+        # row 0's scales alone: a (1, G) tensor, both row- and column-major once its stride(-1) is 1
+        return (q[:1], s[:1].contiguous()) if x.shape[0] == 1 else (q, s)
 
 
 # ---------------------------------------------------------------------------------------------- unavailable
