@@ -24,10 +24,10 @@ bash scripts/install-vllm.sh --wheels .vllm/bundle 0.33.0 "$site" > "$out/vllm_i
   tail -20 "$out/vllm_install.log"; echo "install failed"; exit 1; }
 grep -E "^(install|check):" "$out/vllm_install.log"
 echo "install: $((SECONDS - start)) s"
-"$py" -m conformance --plugin conformance.adapters.vllm list > "$out/vllm_list.txt" 2>&1
+timeout 90 "$py" -m conformance --plugin conformance.adapters.vllm list > "$out/vllm_list.txt" 2>&1
 grep -E "^vllm_" "$out/vllm_list.txt" | cut -c1-160
 kernels=vllm_triton_w4a16,vllm_rdna_hybrid_w4a16,vllm_fp8_group_quant_triton,vllm_fp8_group_quant,vllm_marlin,vllm_machete,vllm_exllama
-timeout 480 "$py" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
+timeout 420 "$py" -m pytest conformance/suite -n 8 -q -p no:cacheprovider \
   --conformance-plugin conformance.adapters.vllm --conformance-target auto --conformance-kernels "$kernels" \
   --conformance-report "$out/vllm_h200.json" > "$out/vllm_h200.full.log" 2>&1
 rc=$?
