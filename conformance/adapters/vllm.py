@@ -747,8 +747,13 @@ class VllmFp8GroupQuantTriton(VllmFp8GroupQuant):
 
     def apply(self, p: VllmFp8Params, x, ctx=None):
         q, s = super().apply(p, x, ctx)
-        # row 0's scales alone: a (1, G) tensor, both row- and column-major once its stride(-1) is 1
-        return (q[:1], s[:1].contiguous()) if x.shape[0] == 1 else (q, s)
+        if x.shape[0] != 1:
+            return q, s
+        # row 0's scales in a fresh (1, G) buffer, as vLLM allocates them for one row (a slice of the 2-row scales
+        # keeps the batch's strides, and `.contiguous()` leaves a (1, 1) slice as it is)
+        s1 = torch.empty((1, s.shape[-1]), dtype=s.dtype, device=s.device)
+        s1.copy_(s[:1])
+        return q[:1], s1
 
 
 # ---------------------------------------------------------------------------------------------- unavailable
