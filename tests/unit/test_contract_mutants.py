@@ -11,10 +11,13 @@ from conformance.checks import check_replay, contracts, fusion
 from conformance.core import registry, results
 from conformance.families.config import Fp8QuantConfig
 from conformance.reports import validate as validate_report
+from tests.unit.devices import ON_GPU
 
 PLUGIN = "tests.unit.broken_contract_kernels"
 SPEC = {"M": 5, "K": 256, "N": 256, "group_size": 128, "wtype": "uint4", "dtype": "float16",
         "act_order": False, "format": "gptq_v2", "seed": 2}
+
+RUN_MODE = "device" if ON_GPU else "interpreter"  # how the replayed check ran the real op on this machine
 
 
 @pytest.fixture(scope="module")
@@ -72,7 +75,7 @@ def test_fake_wrong_n_is_caught_and_replays(mutants, recorded, capsys):
     assert rec["case_id"] == ("w4a16/mutant_fake_wrong_n/"
                               "check=fake_vs_real,M=5,N=256,K=256,g=128,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,seed=2")
     code, out = _repro(rec["case_id"], capsys)
-    assert code == 1 and out.startswith(f"FAIL {rec['case_id']} [interpreter] replay: {rec['replay']} -- ")
+    assert code == 1 and out.startswith(f"FAIL {rec['case_id']} [{RUN_MODE}] replay: {rec['replay']} -- ")
     assert "fake vs real output 0 differ" in out
     code, out = _repro(rec["case_id"].replace(k.name, "triton_w4a16"), capsys)  # the real kernel, same input
     assert code == 0 and out.startswith("PASS w4a16/triton_w4a16/check=fake_vs_real,"), out
@@ -97,7 +100,7 @@ def test_frozen_tiles_are_caught_and_replay(mutants, capsys):
     k = mutants["mutant_frozen_tiles"]
     cid = contracts.check_id("compile_boundary", k, SPEC)
     code, out = _repro(cid, capsys)
-    assert code == 1 and out.startswith(f"FAIL {cid} [interpreter] replay: python -m conformance --plugin {PLUGIN} "
+    assert code == 1 and out.startswith(f"FAIL {cid} [{RUN_MODE}] replay: python -m conformance --plugin {PLUGIN} "
                                         f"repro {cid} -- ") and "traced and frozen" in out, out
     real = check_replay.run_check_case(parse_id(cid.replace(k.name, "triton_w4a16")))  # what repro runs: exit 0
     assert real.outcome == "pass" and real.metrics["tiles_distinguish_prefill_decode"], real.line()
