@@ -393,6 +393,11 @@ def _replay_path():
     return cache_dir(*REPLAY_FILE)
 
 
+def read_replays() -> list[dict]:
+    """The replay file's entries now (one read; [] when it is missing or unreadable)."""
+    return _read_replays()
+
+
 def _read_replays() -> list[dict]:
     try:
         doc = json.loads(_replay_path().read_text())
@@ -403,11 +408,13 @@ def _read_replays() -> list[dict]:
         entries, list) else []
 
 
-def replay_case_ids(kernel: str, tier: str, target) -> list[str]:
+def replay_case_ids(kernel: str, tier: str, target, entries: list[dict] | None = None) -> list[str]:
     """Case ids of `kernel`'s `tier` plan cases that failed on `target` in an earlier run (oldest first), to run
-    first in this one; ids that no longer parse (a renamed field) are left out."""
+    first in this one; ids that no longer parse (a renamed field) are left out. `entries`: the replay file as read
+    once for the whole run (the pytest controller reads it and hands it to every xdist worker, so a rewrite by
+    another run between two workers' collections cannot make them collect different tests); None: read it now."""
     out = []
-    for e in _read_replays():
+    for e in (_read_replays() if entries is None else entries):
         if (e.get("kernel"), e.get("tier"), e.get("target")) != (kernel, tier, str(target)):
             continue
         try:

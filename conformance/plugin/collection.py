@@ -103,7 +103,7 @@ def plan_rows(config) -> list[PlanItem]:
                     continue
                 t = strategies.suite_target(k, target, tier, profile)
                 p = plan.build_plan(k, t, tier, seed=st.seed, profile=profile)
-                replayed = plan.replay_case_ids(name, tier, t)
+                replayed = plan.replay_case_ids(name, tier, t, st.replays)
                 for j, cid in enumerate(replayed):
                     out.append(PlanItem(f"{name}-{tier}-replay{j}", name, tier, t, parse_case_id(cid), "replayed"))
                 if not p.rows:

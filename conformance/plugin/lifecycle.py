@@ -60,7 +60,12 @@ def pytest_configure(config):
     st.jit_mode = jit_mode
     xdist_hooks.register(config)
     st.seed, st.seed_source = _resolve_seed(config)
-    if not _is_worker(config):
+    if _is_worker(config):
+        st.replays = config.workerinput.get("conformance_replays")
+    else:
+        from conformance.cases.plan import read_replays
+
+        st.replays = read_replays()  # once per run: every worker collects the same replayed cases
         from conformance.cases.seeds import commit_sha
 
         st.commit = commit_sha(str(config.rootpath))

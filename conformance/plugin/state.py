@@ -27,6 +27,7 @@ class _State:
         self.hang_dir: str | None = None
         self.seed: int = 0  # the run seed (conformance.cases.seeds); the same on every xdist worker
         self.seed_source: str = ""
+        self.replays: list | None = None  # the replay file's entries, read once by the controller (cases.plan)
         self.plan_ran: dict = {}  # (kernel, tier, target) -> row indices whose tests reported (controller)
         self.plan_failed: list[dict] = []  # failed plan / replayed cases: the replay file's new entries
         self.plan_passed: set = set()  # case ids that passed: dropped from the replay file

@@ -19,6 +19,7 @@ def configure_node(node) -> None:
         node.workerinput["conformance_seed"] = st.seed
         node.workerinput["conformance_seed_source"] = st.seed_source
         node.workerinput[threads.WORKERINPUT_KEY] = st.threads  # each worker applies the controller's share
+        node.workerinput["conformance_replays"] = st.replays  # the replay file as the controller read it
 
 
 class XdistHooks:

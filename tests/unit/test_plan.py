@@ -238,6 +238,14 @@ def test_failed_cases_are_replayed_first(tmp_path, monkeypatch):
     assert len(ids) == len(set(ids)) == len(rows)  # the remembered rows moved first, not doubled
     assert [i.id for i in items[2:4]] == ["fp8_group_quant_native-exact-0", "fp8_group_quant_native-exact-1"]
 
+    # the run's snapshot (the controller reads the file once, workers get it in workerinput), not the file now:
+    # another run rewriting the file between two workers' collections must not make them collect differently
+    cfg = Config()
+    cfg._conformance.replays = plan.read_replays()
+    plan.remember_failures({rows[5].case.id, rows[7].case.id}, [])
+    assert plan.replay_case_ids("fp8_group_quant_native", "exact", "cpu") == []
+    assert [i.case.id for i in pytest_plugin.plan_rows(cfg)[:2]] == [rows[5].case.id, rows[7].case.id]
+
 
 def test_greedy_order_is_an_all_pairs_covering_array():
     """Stopping when covered: every value pair appears, in fewer rows than classes; the first row pair differs on
