@@ -133,7 +133,10 @@ class _TorchFp8(Kernel):
     def apply(self, p, x, ctx):
         xg = x.float().reshape(x.shape[0], -1, p.group_size)
         amax = torch.maximum(xg.abs().amax(-1), torch.tensor(p.eps, dtype=torch.float32))
-        s = amax * fp32_reciprocal(p.fp8_max) if self.scale == "reciprocal" else amax / torch.tensor(p.fp8_max)
+        # the divisor a full tensor, not a 0-dim one: torch on CUDA turns a division by a CPU scalar into a multiply
+        # by its fp32 reciprocal (the reciprocal convention), which failed this 'divide' kernel on the H200 only
+        s = (amax * fp32_reciprocal(p.fp8_max) if self.scale == "reciprocal"
+             else amax / torch.full_like(amax, p.fp8_max))
         if p.ue8m0:
             mant, e = torch.frexp(s)
             s = torch.ldexp(torch.ones_like(s), torch.where(mant == 0.5, e - 1, e))
