@@ -32,13 +32,25 @@ def nan_filled_allocations():
     prev_det = torch.are_deterministic_algorithms_enabled()
     prev_warn = torch.is_deterministic_algorithms_warn_only_enabled()
     prev_fill = tud.fill_uninitialized_memory
-    torch.use_deterministic_algorithms(True, warn_only=True)
+    _deterministic(True, warn_only=True)
     tud.fill_uninitialized_memory = True
     try:
         yield
     finally:
         tud.fill_uninitialized_memory = prev_fill
-        torch.use_deterministic_algorithms(prev_det, warn_only=prev_warn)
+        _deterministic(prev_det, warn_only=prev_warn)
+
+
+def _deterministic(mode: bool, *, warn_only: bool) -> None:
+    """torch.use_deterministic_algorithms without its `import torch._inductor.config` (about 2.3 CPU s, once per
+    process: most of a repro's cost): the ATen flag the allocator's NaN fill needs, plus inductor's own flag when
+    inductor is already loaded (nothing compiles here otherwise)."""
+    import sys
+
+    cfg = sys.modules.get("torch._inductor.config")
+    if cfg is not None:
+        cfg.deterministic = mode
+    torch._C._set_deterministic_algorithms(mode, warn_only=warn_only)
 
 
 GUARD_BYTES = 512  # per side: a multiple of 128 (and of the CUDA caching allocator's 512-byte granule), so a
