@@ -34,12 +34,11 @@ import os
 
 import torch
 
-from conformance.adapters._gate_only import Unavailable
+from conformance.adapters._gate_only import Unavailable, cuda_availability
 from conformance.api import (
     Kernel,
     Numerics,
     W4A16Config,
-    detect_target,
     register_kernel,
     torch_dtype,
     unregister_kernel,
@@ -91,10 +90,7 @@ class GemLiteA16W4(Kernel):
         return None
 
     def availability(self, target):
-        if not torch.cuda.is_available():
-            return f"target={target} needs a GPU; torch sees none here"
-        here = detect_target()
-        return None if here == target else f"target={target} is not this machine's device ({here})"
+        return cuda_availability(target)
 
     def run_mode(self, target):
         return "device"

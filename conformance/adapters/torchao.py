@@ -49,13 +49,12 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.adapters._gate_only import Unavailable
+from conformance.adapters._gate_only import Unavailable, cuda_availability
 from conformance.api import (
     FP8_DTYPES,
     Fp8QuantConfig,
     Kernel,
     Numerics,
-    detect_target,
     interpreting,
     register_kernel,
     unregister_kernel,
@@ -171,10 +170,7 @@ class _TorchaoFp8(Kernel):
     def availability(self, target):
         if target.is_cpu:
             return None if interpreting() else "target=cpu needs the Triton interpreter (TRITON_INTERPRET=1)"
-        if not torch.cuda.is_available():
-            return f"target={target} needs a CUDA GPU; torch sees none here"
-        here = detect_target()
-        return None if here == target else f"target={target} is not this machine's device ({here})"
+        return cuda_availability(target)
 
     def run_mode(self, target):
         if self.availability(target) is not None:
