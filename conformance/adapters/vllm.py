@@ -796,7 +796,7 @@ def register() -> list[str]:
     vllm_platform.reset()
     configure_triton()  # TRITON_INTERPRET must be set before vLLM defines its @triton.jit kernels
     kernels: list[Kernel] = []
-    with _triton_visible_to_vllm():
+    with _triton_visible_to_vllm(), vllm_platform.import_scope():
         FOUND, UNAVAILABLE = import_vllm()
         if FOUND is None:
             kernels.append(VllmUnavailable(UNAVAILABLE))
@@ -823,6 +823,8 @@ def describe() -> str:
              f"{FOUND.layout}), {len(REGISTERED)} kernels"]
     if compiled_absent():
         parts.append(compiled_absent())
+    if vllm_platform.IMPORTED_UNDER:
+        parts.append(f"kernel package {vllm_platform.IMPORTED_UNDER}")
     if SKIPPED:
         parts.append("not imported: " + "; ".join(f"{k} ({v})" for k, v in sorted(SKIPPED.items())))
     return "; ".join(parts)

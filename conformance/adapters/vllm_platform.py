@@ -166,11 +166,59 @@ def _holders() -> list:
 def reset() -> None:
     """Forget cached platform objects, module copies and the compiled-library verdict (a different vLLM is
     about to be imported: the adapter's register() calls it)."""
-    global COMPILED_ABSENT
+    global COMPILED_ABSENT, IMPORTED_UNDER
     _PLATFORMS.clear()
     _ROCM_COPIES.clear()
     _HOLDERS[:] = [0, []]
     COMPILED_ABSENT = None
+    IMPORTED_UNDER = None
+
+
+IMPORTED_UNDER: str | None = None  # set by import_scope when vLLM's kernels were imported under a stand-in platform
+
+
+@contextlib.contextmanager
+def import_scope():
+    """Import vLLM's kernel package inside this block. Where vLLM's compiled library is absent (COMPILED_ABSENT) and
+    the machine's platform is CUDA or ROCm, vLLM's own import path cannot run: at import it asks compiled ops
+    (`CUTLASS_BLOCK_FP8_SUPPORTED = cutlass_block_fp8_supported()` calls `torch.ops._C...`, which raises) and imports
+    the compiled flash-attention extension. So inside the block vLLM's platform is its CpuPlatform with the machine
+    platform's dispatch key (vLLM registers its custom ops, `torch.ops.vllm.triton_w4a16_gemm`, under
+    `current_platform.dispatch_key`, so they run on the machine's device); import-time answers are the CPU
+    platform's (no compiled CUTLASS path: true, the compiled ops are absent). On exit every module that bound that
+    stand-in is rebound to the machine's real platform, which answers every gate and every call from then on, and
+    IMPORTED_UNDER says so. Elsewhere (vLLM's compiled library loaded, or a CPU machine) nothing is swapped."""
+    global IMPORTED_UNDER
+    IMPORTED_UNDER = None
+    ensure_compiled_placeholder()  # before vllm.platforms resolves the machine's platform (cuda.py imports it)
+    try:
+        pkg = importlib.import_module("vllm.platforms")
+        real = pkg.current_platform
+    except Exception:  # noqa: BLE001 - no vllm, or no platform: the import inside the block fails and says why
+        yield None
+        return
+    if COMPILED_ABSENT is None or not real.is_cuda_alike():
+        yield None
+        return
+    cpu = importlib.import_module("vllm.platforms.cpu").CpuPlatform
+    cls = type(f"ImportOnly{cpu.__name__}", (cpu,), {
+        "dispatch_key": real.dispatch_key,
+        "__doc__": f"vLLM's {cpu.__name__} with {type(real).__name__}'s dispatch key, for the import only"})
+    stand = cls()
+    swapped = [m for m in _holders() if m.__dict__.get("current_platform") is real]
+    for m in swapped:
+        m.current_platform = stand
+    pkg._current_platform = stand
+    try:
+        yield stand
+    finally:
+        pkg._current_platform = real
+        for m in _holders():
+            if m.__dict__.get("current_platform") is stand:
+                m.current_platform = real
+        IMPORTED_UNDER = (f"imported under vLLM's CpuPlatform with dispatch key {real.dispatch_key} (vLLM's import path "
+                          f"on {type(real).__name__} needs its compiled extensions), then run under "
+                          f"{type(real).__name__}")
 
 
 @contextlib.contextmanager

@@ -63,8 +63,34 @@ print("JSON" + json.dumps(out))
 '''
 
 
-@pytest.fixture(scope="module")
-def probe():
+# A CUDA machine (an H200) whose vLLM has no compiled build for its torch: vLLM's machine platform is its CudaPlatform
+# (here one answering capability 9.0), and vLLM's own import path on it calls compiled ops at import time
+CUDA_PROBE = r'''
+import json
+import torch
+import conformance.adapters.vllm_platform as P
+P.ensure_compiled_placeholder()
+import vllm.platforms as VP
+from conformance.api import W4A16Config, parse_target
+VP._current_platform = P.platform_for(parse_target("sm90"))
+P._PLATFORMS.clear()
+from conformance.core import registry
+registry.load_all(["conformance.adapters.vllm"])
+import conformance.adapters.vllm as A
+from conformance.core.registry import get_kernel
+import sys
+cfg = W4A16Config(weight_type="uint4", group_size=128, act_order=False, dtype="float16", format="gptq_v2", N=256, K=256)
+mod = sys.modules["vllm.model_executor.kernels.linear.mixed_precision.triton_w4a16"]
+print("JSON" + json.dumps({
+    "describe": A.describe(), "registered": A.REGISTERED,
+    "bound": type(mod.current_platform).__name__, "machine": type(VP.current_platform).__name__,
+    "dispatch": {k: torch._C._dispatch_has_kernel_for_dispatch_key("vllm::triton_w4a16_gemm", k) for k in ("CPU", "CUDA")},
+    "gates": {t: get_kernel("vllm_triton_w4a16").can_implement(cfg, parse_target(t)) for t in ("sm90", "gfx1100", "cpu")},
+}))
+'''
+
+
+def _run_probe(script: str) -> dict:
     if not SITE:
         pytest.skip("CONFORMANCE_VLLM_SITE is not set: the real-vLLM lane is nightly (bash scripts/install-vllm.sh, "
                     "then CONFORMANCE_VLLM_SITE=.vllm/site)")
@@ -72,11 +98,28 @@ def probe():
     if not (site / "vllm" / "__init__.py").is_file():
         pytest.skip(f"CONFORMANCE_VLLM_SITE={SITE!r} holds no vllm package (bash scripts/install-vllm.sh)")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(ROOT)]))
-    proc = subprocess.run([sys.executable, "-c", PROBE], cwd=ROOT, env=env, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=1200)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("JSON")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     return json.loads(lines[-1][4:])
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return _run_probe(PROBE)
+
+
+def test_a_cuda_machine_without_vllms_compiled_build_imports_and_gates():
+    """On a CUDA machine vLLM 0.33.0's import path calls compiled ops (w8a8_utils: CUTLASS_BLOCK_FP8_SUPPORTED) and
+    imports its flash-attention extension; without its compiled build (built for torch 2.14) the adapter imports the
+    kernel package under vLLM's CpuPlatform with CUDA's dispatch key, then rebinds the machine's CudaPlatform."""
+    p = _run_probe(CUDA_PROBE)
+    assert "vllm_triton_w4a16" in p["registered"] and "vllm_unavailable" not in p["registered"], p["describe"]
+    assert "imported under vLLM's CpuPlatform with dispatch key CUDA" in p["describe"]
+    assert p["bound"] == p["machine"] and p["bound"].startswith("Simulated") and p["dispatch"] == {"CPU": False, "CUDA": True}, p
+    assert p["gates"]["sm90"] is None and p["gates"]["gfx1100"] is None, p["gates"]
+    assert "_POSSIBLE_KERNELS[CPU]" in p["gates"]["cpu"], p["gates"]
 
 
 def test_finds_todays_layout_and_version(probe):

@@ -48,10 +48,30 @@ def _commit(repo, msg):
     return _git(repo, "rev-parse", "HEAD").strip()
 
 
+# directories never copied when the tree has no git index of its own (environments, caches, carried bundles)
+_NOT_COPIED = {".git", ".venv", ".vllm", ".whl", ".gl", "out", "__pycache__", ".pytest_cache", ".hypothesis"}
+
+
+def _tree_files() -> list[str]:
+    """The checkout's files, relative to ROOT: git's tracked and untracked-not-ignored files when ROOT is its own
+    repository; else (a copy of the tree without .git, as on the GPU machine, where `git ls-files` would answer for
+    whatever repository lies above) every file outside _NOT_COPIED: `git add -A` in the scratch repo then applies
+    the tree's own .gitignore."""
+    top = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    if top.returncode == 0 and Path(top.stdout.strip()).resolve() == ROOT:
+        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                             check=True, capture_output=True, timeout=60).stdout.decode()
+        return [f for f in out.split("\0") if f]
+    files = []
+    for d, dirs, names in os.walk(ROOT):
+        dirs[:] = [x for x in dirs if x not in _NOT_COPIED and not x.endswith(".egg-info")]
+        files += [os.path.relpath(os.path.join(d, n), ROOT) for n in names]
+    return files
+
+
 def _scratch_repo(dest: Path) -> Path:
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True,
-                           timeout=60).stdout.decode().split("\0")
-    for f in filter(None, files):
+    for f in _tree_files():
         src = ROOT / f
         if src.is_file():  # tracked but deleted in the working tree: leave out
             (dest / f).parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +83,7 @@ def _scratch_repo(dest: Path) -> Path:
 def _env():
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "CONFORMANCE_PLUGINS") and not k.startswith("GIT_")}
+    env["CONFORMANCE_TRACEBACK"] = "1"  # an internal error in a bisect step prints its traceback into the log
     return env
 
 

@@ -204,7 +204,10 @@ def test_validate_with_a_hanging_and_a_crashing_kernel_judges_the_rest(tmp_path,
     raising = [r for e in doc["selection"] for r in e["refused"] if r["kernel"] == RaisingGateW4A16.name]
     assert any(r["reason"] == "gate raised ValueError: plugin bug in the gate" for r in raising)
     assert {p.name for p in out.iterdir()} == {"report.json", "report.html", "junit.xml", "pytest.log"}
-    assert len(list(ET.parse(out / "junit.xml").getroot().iter("testcase"))) == 8 + HUNG_PLAN_ROWS
+    cases = list(ET.parse(out / "junit.xml").getroot().iter("testcase"))
+    # one testcase per item: 4 kernels x 2 tiers of the suite test, plus the hanging kernel's plan rows
+    assert len(cases) == 8 + HUNG_PLAN_ROWS, "\n".join(
+        f"{c.get('classname')}::{c.get('name')} {[(e.tag, (e.get('message') or '')[:160]) for e in c]}" for c in cases)
     assert json.loads((out / "report.json").read_text())["exit_code"] == 1
 
 
