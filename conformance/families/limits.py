@@ -18,21 +18,22 @@ MAX_ROWS = 1 << 20  # M / tokens of one case
 
 
 def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+    # `type(v) is int` first: the ABC check costs ~4 us, and collection validates ~10^5 configs per process
+    return type(v) is int or (isinstance(v, numbers.Integral) and not isinstance(v, bool))
 
 
 def require_dim(field: str, value, *, multiple_of: int = 1, limit: int = MAX_DIM) -> int:
     """`value` is an int in [1, limit] and a multiple of `multiple_of`, else InvalidInput(field, value, ...)."""
-    allowed = f"a positive integer <= {limit}" + (f", a multiple of {multiple_of}" if multiple_of > 1 else "")
     if not _is_int(value) or not 0 < value <= limit or value % multiple_of:
+        allowed = f"a positive integer <= {limit}" + (f", a multiple of {multiple_of}" if multiple_of > 1 else "")
         raise InvalidInput(field, value, allowed)
     return int(value)
 
 
 def require_group_size(field: str, group, *, channelwise: bool, limit: int = MAX_DIM) -> int:
     """`group` is -1 (when `channelwise` is allowed) or an int in [1, limit] (divisibility: `require_group`)."""
-    allowed = ("-1 (channelwise) or " if channelwise else "") + f"a positive integer <= {limit}"
     if not _is_int(group) or not ((channelwise and group == -1) or 0 < group <= limit):
+        allowed = ("-1 (channelwise) or " if channelwise else "") + f"a positive integer <= {limit}"
         raise InvalidInput(field, group, allowed)
     return int(group)
 

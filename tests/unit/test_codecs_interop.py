@@ -2,6 +2,7 @@
 pack-quantized compressor must write exactly the tensors we write, and each side must read the other's."""
 from __future__ import annotations
 
+import functools
 import sys
 from pathlib import Path
 
@@ -30,9 +31,23 @@ def _import_without_repo_kernels(name: str):
         sys.path[:0] = hidden
 
 
-helpers = _import_without_repo_kernels("compressed_tensors.compressors.pack_quantized.helpers")
-base = _import_without_repo_kernels("compressed_tensors.compressors.pack_quantized.base")
-quantization = _import_without_repo_kernels("compressed_tensors.quantization")
+@functools.cache
+def _lib(part: str):
+    """compressed_tensors.`part`, imported at first use, in a test (a missing library skips that test): importing
+    compressed-tensors costs ~6 s (it pulls in transformers), which every xdist worker would pay at collection."""
+    return _import_without_repo_kernels(f"compressed_tensors.{part}")
+
+
+def helpers():
+    return _lib("compressors.pack_quantized.helpers")
+
+
+def base():
+    return _lib("compressors.pack_quantized.base")
+
+
+def quantization():
+    return _lib("quantization")
 
 pytestmark = pytest.mark.interop
 SETTINGS = settings(max_examples=30, deadline=None)
@@ -56,11 +71,11 @@ def exact_weight(seed: int, K: int, N: int, group_size: int, wtype: str, act_dty
 
 
 def scheme_for(w: CanonicalWeight):
-    args = quantization.QuantizationArgs(
+    args = quantization().QuantizationArgs(
         num_bits=w.wtype.size_bits, type="int", symmetric=w.wtype.has_bias(),
         strategy="channel" if w.group_size == -1 else "group",
         group_size=None if w.group_size == -1 else w.group_size)
-    return quantization.QuantizationScheme(targets=["Linear"], weights=args)
+    return quantization().QuantizationScheme(targets=["Linear"], weights=args)
 
 
 def ct_state_dict(w: CanonicalWeight) -> dict:
@@ -84,7 +99,7 @@ def test_pack_to_int32_literal_matches_ours():
     # compressed-tensors signed values -7..0 pack as 1..8 -> 0x87654321, the same word our codec writes for q = 1..8
     v = torch.arange(-7, 1, dtype=torch.int8)[None, :]
     word = 0x87654321 - (1 << 32)  # as int32
-    assert helpers.pack_to_int32(v, 4).tolist() == [[word]]
+    assert helpers().pack_to_int32(v, 4).tolist() == [[word]]
     q = torch.arange(1, 9, dtype=torch.int32)[:, None]  # q [K=8, N=1]
     assert ct.pack_weight(q).tolist() == [[word]]
 
@@ -94,23 +109,23 @@ def test_pack_to_int32_literal_matches_ours():
 def test_pack_functions_agree(w):
     bits = w.wtype.size_bits
     ours = codecs.encode(w, "compressed_tensors").tensors
-    assert torch.equal(helpers.pack_to_int32(ct_signed(w.q.t(), bits), bits), ours["weight_packed"])
-    unpacked = helpers.unpack_from_int32(ours["weight_packed"], bits, torch.Size([w.N, w.K]))
+    assert torch.equal(helpers().pack_to_int32(ct_signed(w.q.t(), bits), bits), ours["weight_packed"])
+    unpacked = helpers().unpack_from_int32(ours["weight_packed"], bits, torch.Size([w.N, w.K]))
     assert torch.equal(unpacked, ct_signed(w.q.t(), bits))
     if w.zeros is not None:
         zp = ct_signed(w.zeros.t(), bits)  # [N, G]
-        assert torch.equal(helpers.pack_to_int32(zp, bits, packed_dim=0), ours["weight_zero_point"])
+        assert torch.equal(helpers().pack_to_int32(zp, bits, packed_dim=0), ours["weight_zero_point"])
         if w.N > 8 or bits == 8:  # see test_upstream_unpack_zero_point_single_word_row below
-            assert torch.equal(helpers.unpack_from_int32(ours["weight_zero_point"], bits, zp.shape, packed_dim=0), zp)
+            assert torch.equal(helpers().unpack_from_int32(ours["weight_zero_point"], bits, zp.shape, packed_dim=0), zp)
 
 
 @SETTINGS
 @given(w=exact_weights())
 def test_compressor_writes_what_we_write(w):
     scheme = scheme_for(w)
-    theirs = base.PackedQuantizationCompressor.compress(ct_state_dict(w), scheme)
+    theirs = base().PackedQuantizationCompressor.compress(ct_state_dict(w), scheme)
     ours = codecs.encode(w, "compressed_tensors").tensors
-    assert set(theirs) == set(ours) == set(base.PackedQuantizationCompressor.compression_param_names(scheme))
+    assert set(theirs) == set(ours) == set(base().PackedQuantizationCompressor.compression_param_names(scheme))
     for name in ours:
         assert theirs[name].dtype == ours[name].dtype, name
         assert torch.equal(theirs[name], ours[name]), name
@@ -124,7 +139,7 @@ def test_compressor_writes_what_we_write(w):
 def test_compressor_reads_what_we_write(w):
     scheme = scheme_for(w)
     ours = codecs.encode(w, "compressed_tensors").tensors
-    out = base.PackedQuantizationCompressor.decompress(dict(ours), scheme)
+    out = base().PackedQuantizationCompressor.decompress(dict(ours), scheme)
     assert out["weight"].dtype == w.act_dtype
     assert torch.equal(out["weight"], w.dequantize(w.act_dtype).t())
     if w.zeros is not None:
@@ -137,4 +152,4 @@ def test_compressor_reads_what_we_write(w):
                           "and .view(torch.uint8) refuses it")
 def test_upstream_unpack_zero_point_single_word_row():
     zp = torch.zeros(8, 2, dtype=torch.int8)
-    helpers.unpack_from_int32(helpers.pack_to_int32(zp, 4, packed_dim=0), 4, zp.shape, packed_dim=0)
+    helpers().unpack_from_int32(helpers().pack_to_int32(zp, 4, packed_dim=0), 4, zp.shape, packed_dim=0)
