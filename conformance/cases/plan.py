@@ -316,6 +316,14 @@ def _greedy_order(classes: tuple, rank: dict, *, stop_when_covered: bool, weight
     return order
 
 
+def all_pairs(combos) -> list:
+    """A subset of `combos` (equal-length tuples) that covers every pair of values of any two positions that some
+    combo has (greedy, deterministic: ties go to the earlier combo). Tests use it where the full grid costs
+    interpreter minutes and pairwise interactions are what the grid is for."""
+    combos = [tuple(c) for c in combos]
+    return _greedy_order(tuple(combos), {c: i for i, c in enumerate(combos)}, stop_when_covered=True)
+
+
 def _large_k_classes(fam, k, t, tier, accepted, members, menus, tiles, rank, kind, n) -> list:
     """Up to n plan classes for the large-K rows: the seeded order, each next the one most different from those
     already taken, among classes with a gate-accepted large-K shape."""

@@ -258,3 +258,12 @@ def test_greedy_order_is_an_all_pairs_covering_array():
     assert 12 <= len(order) < len(classes)  # 4 x 3 values of the two largest axes is the least possible
     assert plan._differs(order[0], order[1]) == 3
     assert sorted(plan._greedy_order(classes, rank, stop_when_covered=False)) == sorted(classes)
+
+
+def test_all_pairs_covers_every_pair_of_the_grid_it_is_given():
+    """The tests' pairwise subset (test_kernels_fp8's interpreter grid): every value pair of any two positions, from
+    the given combos only, deterministic, fewer than the grid."""
+    grid = list(itertools.product((64, 128), ("bf16", "fp16", "fp32"), ("fn", "fnuz"), (False, True), (False, True)))
+    sub = plan.all_pairs(grid)
+    assert {p for c in sub for p in plan._pairs(c)} == {p for c in grid for p in plan._pairs(c)}
+    assert set(sub) <= set(grid) and 6 <= len(sub) < len(grid) and sub == plan.all_pairs(grid)
