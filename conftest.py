@@ -1,7 +1,19 @@
 """Root conftest: loads the conformance pytest plugin (options, fixtures, summary, reports), and schedules the
 few long subprocess tests first so that under `pytest -n auto` no worker starts one of them last while the other
 workers sit idle (the order of the rest is unchanged; every worker collects the same order, as xdist requires)."""
+import os
+import sys
+
 pytest_plugins = ["conformance.pytest_plugin"]
+
+# Bytecode for this test run. Under PYTHONDONTWRITEBYTECODE=1 (set on some CI images) every Python process the
+# run starts (the xdist workers, and the pytest, validate, repro and bisect subprocesses the tests start: dozens)
+# recompiles our modules and pytest re-rewrites every test module: ~4 s of CPU each; the README's test command took
+# 278 s instead of 261 s on 2 cores. So the run writes bytecode as Python does by default (into __pycache__, which
+# git ignores), and the processes it starts inherit that. CONFORMANCE_TESTS_NO_BYTECODE=1 keeps the caller's choice.
+if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("CONFORMANCE_TESTS_NO_BYTECODE"):
+    del os.environ["PYTHONDONTWRITEBYTECODE"]
+    sys.dont_write_bytecode = False
 
 # test files whose tests each run a whole pytest or validate subprocess (tens of seconds on 2 cores)
 LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py", "tests/unit/test_plugin_kernels.py",

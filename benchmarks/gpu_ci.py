@@ -2,7 +2,7 @@
 cache and again with that cache, each timed and counted, into one JSON (`bash benchmarks/run_gpu.sh ci` writes
 $OUT/gpu_ci.json; recorded as benchmarks/results/h200/gpu_ci.json).
 
-    python -m benchmarks.gpu_ci OUT_JSON --scratch DIR [--logs DIR]
+    python -m benchmarks.gpu_ci OUT_JSON --scratch DIR [--logs DIR] [--runs A,B] [--compile-bytecode]
 
 Runs (name, command, time limit; ci profile, the plugin's defaults):
   readme_tests  python -m pytest -n auto                      240 s, its own empty caches
@@ -16,6 +16,8 @@ conformance report's keys of those names (top level or under "jit"; summed when 
 the number of new entries in the run's Triton cache dir, jit_seconds null, and `jit_source` says which. A run past
 its limit gets SIGINT (pytest then writes its JUnit XML and summary), then SIGKILL after GRACE_S; the JSON is
 rewritten after every run, so a cut call still returns the runs it finished (`complete` false until the last).
+The JSON's `python_bytecode` records whether the machine caches bytecode; --compile-bytecode (run_gpu.sh ci passes
+it unless CI_BYTECODE=0) compiles what is missing first, outside the timed runs (python_bytecode says why).
 Code identity: CONFORMANCE_COMMIT / CONFORMANCE_TREE_CLEAN (benchmarks/provenance.py; the device copy has no .git).
 """
 from __future__ import annotations
@@ -165,6 +167,40 @@ def run_one(name: str, args: tuple, limit_s: float, caches: dict, scratch: Path,
             "argv": " ".join(["python", *cmd[1:]]), "triton_cache": caches["label"]}
 
 
+BYTECODE_PACKAGES = ("torch", "triton", "sympy", "numpy", "hypothesis", "_pytest")  # what every worker imports
+TREE_DIRS = ("conformance", "kernels", "references", "benchmarks", "tests")
+
+
+def _missing_bytecode(site: Path) -> tuple[int, int]:
+    """(modules without a cached .pyc, modules) of BYTECODE_PACKAGES in `site`."""
+    import importlib.util
+
+    files = [p for pkg in BYTECODE_PACKAGES for p in (site / pkg).rglob("*.py")]
+    return sum(not Path(importlib.util.cache_from_source(str(p))).is_file() for p in files), len(files)
+
+
+def python_bytecode(compile_missing: bool) -> dict:
+    """The machine's bytecode state, recorded because it costs every process: an image that ships site-packages
+    without .pyc files, under PYTHONDONTWRITEBYTECODE=1 (which keeps Python from writing them), recompiles torch's
+    Python sources in every process (~6 s of CPU each on the H200: 16 xdist workers and every subprocess a test
+    starts). compile_missing: `python -m compileall` the site-packages and this tree first (once per machine, as an
+    image build would), outside every timed run; the record says so."""
+    import sysconfig
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    before = _missing_bytecode(site)
+    doc = {"PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE"), "site_packages": str(site),
+           "modules_without_pyc": f"{before[0]} of {before[1]} ({', '.join(BYTECODE_PACKAGES)})", "compiled": False}
+    if compile_missing and before[0]:
+        t0 = time.monotonic()
+        p = subprocess.run([sys.executable, "-m", "compileall", "-q", "-j", "0", str(site),
+                            *(str(ROOT / d) for d in TREE_DIRS)], capture_output=True, text=True)
+        after = _missing_bytecode(site)
+        doc.update(compiled=True, compile_s=round(time.monotonic() - t0, 1), compileall_exit=p.returncode,
+                   modules_without_pyc_after=f"{after[0]} of {after[1]}")
+    return doc
+
+
 def environment() -> dict:
     """device, torch, triton of this machine."""
     import torch
@@ -184,6 +220,8 @@ def main(argv=None) -> int:
     ap.add_argument("--scratch", required=True, help="a directory for caches, reports and logs (created)")
     ap.add_argument("--logs", default=None, help="where the per-run logs go (default: beside the JSON)")
     ap.add_argument("--runs", default=",".join(r[0] for r in RUNS), help="which runs, in order (default all)")
+    ap.add_argument("--compile-bytecode", action="store_true",
+                    help="compile the site-packages' and this tree's missing .pyc files before the runs (recorded)")
     a = ap.parse_args(argv)
     from . import provenance
 
@@ -199,6 +237,8 @@ def main(argv=None) -> int:
            "kernel_digest": provenance.kernel_digest(), **dict.fromkeys(("device", "torch", "triton")),
            "thread_env": f"{' and '.join(THREAD_VARS)} unset for every run (the plugin sets each worker's share)",
            "complete": False}
+    doc["python_bytecode"] = python_bytecode(a.compile_bytecode)
+    print(f"gpu_ci: python bytecode: {doc['python_bytecode']}", flush=True)
     caches: dict = {}
     for name, args, limit, cache_from in wanted:
         if cache_from == "fresh" or cache_from not in caches:

@@ -14,7 +14,9 @@
 # again with that cache (<= CI_SUITE_WARM_S = 60 s), and writes $OUT/gpu_ci.json (commit, clean, device, torch,
 # triton; per run: command, wall_s, passed, failed, skipped, errors, jit_compiles, jit_seconds); logs
 # ci_<run>.log beside it. Record it as benchmarks/results/h200/gpu_ci.json. CI_RUNS=readme_tests (or
-# suite_cold,suite_warm) runs only those, e.g. to give one more time in a call of its own.
+# suite_cold,suite_warm) runs only those, e.g. to give one more time in a call of its own. Before the runs it compiles
+# the site-packages' missing .pyc files (an image without them recompiles torch's sources in every process; CI_BYTECODE=0
+# skips it); gpu_ci.json's python_bytecode records the state and what was done.
 # `gemlite5`: benchmarks/gemlite_runs.py, GEMLITE5_RUNS (5) consecutive ci-profile GemLite runs, each under
 # GEMLITE5_RUN_S (100 s), within GEMLITE5_BUDGET_S (540 s): exit code and wall of each in $OUT/gemlite5.json
 # (needs .whl/ as `gemlite`). Runs slower than the limit: split over two calls (GEMLITE5_RUNS=3, then 2).
@@ -216,7 +218,7 @@ final() {
 
 ci() {  # kernel CI on this GPU, timed and counted: $OUT/gpu_ci.json (benchmarks/gpu_ci.py)
   timeout -k 10 "${CI_TIMEOUT_S:-560}" "$PY" -m benchmarks.gpu_ci "$OUT/gpu_ci.json" --scratch "$CI_SCRATCH" \
-    ${CI_RUNS:+--runs "$CI_RUNS"} 2>&1 | tee "$OUT/ci.log"
+    ${CI_RUNS:+--runs "$CI_RUNS"} $([ "${CI_BYTECODE:-1}" = 0 ] || echo --compile-bytecode) 2>&1 | tee "$OUT/ci.log"
   echo "ci exit: $? after $((SECONDS - T0)) s" | tee -a "$OUT/ci.log"
 }
 

@@ -303,10 +303,10 @@ def test_ci_runs_the_ci_runner_alone_within_one_call(tmp_path):
     calls, limits, files = _run_gpu(tmp_path, ["ci"], CONFORMANCE_COMMIT="6b2ccc455dac653859fa9cd0400ddd50b987aac6",
                                     CONFORMANCE_TREE_CLEAN="1")
     assert [c[3:] for c in calls] == [["-m", "benchmarks.gpu_ci", str(tmp_path / "out" / "gpu_ci.json"), "--scratch",
-                                       str(tmp_path / "scratch" / "conformance_ci")]]  # no smoke first
+                                       str(tmp_path / "scratch" / "conformance_ci"), "--compile-bytecode"]]  # no smoke
     assert calls[0][1] == "seed=0x6b2ccc45" and limits == [560] and "gpu_ci.json" in files and len(files) <= 8
-    calls, _, _ = _run_gpu(tmp_path / "split", ["ci"], CI_RUNS="suite_cold,suite_warm")  # a call of their own
-    assert calls[0][-2:] == ["--runs", "suite_cold,suite_warm"]
+    calls, _, _ = _run_gpu(tmp_path / "split", ["ci"], CI_RUNS="suite_cold,suite_warm", CI_BYTECODE="0")
+    assert calls[0][-2:] == ["--runs", "suite_cold,suite_warm"]  # a call of their own, no bytecode step
 
 
 def test_gemlite5_installs_gemlite_then_runs_the_five_runs(tmp_path):
@@ -355,6 +355,8 @@ def test_gpu_ci_times_counts_and_records_each_run(tmp_path, monkeypatch):
     doc = json.loads(out.read_text())
     assert (doc["commit"], doc["clean"], doc["complete"]) == ("abc123", False, True)
     assert doc["device"] and doc["torch"] and doc["triton"]
+    bc = doc["python_bytecode"]  # recorded, and nothing compiled without --compile-bytecode
+    assert bc["compiled"] is False and " of " in bc["modules_without_pyc"] and bc["site_packages"]
     keys = {"command", "wall_s", "passed", "failed", "skipped", "errors", "jit_compiles", "jit_seconds"}
     for name in ("readme_tests", "suite_cold", "suite_warm"):
         assert keys <= set(doc[name]) and doc[name]["exit_code"] == 0 and not doc[name]["timed_out"], doc[name]

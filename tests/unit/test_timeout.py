@@ -205,9 +205,16 @@ def test_validate_with_a_hanging_and_a_crashing_kernel_judges_the_rest(tmp_path,
     assert any(r["reason"] == "gate raised ValueError: plugin bug in the gate" for r in raising)
     assert {p.name for p in out.iterdir()} == {"report.json", "report.html", "junit.xml", "pytest.log"}
     cases = list(ET.parse(out / "junit.xml").getroot().iter("testcase"))
-    # one testcase per item: 4 kernels x 2 tiers of the suite test, plus the hanging kernel's plan rows
-    assert len(cases) == 8 + HUNG_PLAN_ROWS, "\n".join(
-        f"{c.get('classname')}::{c.get('name')} {[(e.tag, (e.get('message') or '')[:160]) for e in c]}" for c in cases)
+    listing = "\n".join(f"{c.get('classname')}::{c.get('name')} {[(e.tag, (e.get('message') or '')[:160]) for e in c]}"
+                        for c in cases)
+    # every item has its testcase: 4 kernels x 2 tiers of the suite test, plus the hanging kernel's plan rows. Under
+    # --dist loadgroup (the plugin's choice on a GPU host) xdist re-queues a crashed worker's whole group, the crashed
+    # item included, so that one item may have a second testcase, from the worker that re-ran it (and passed: the
+    # kernel crashes once)
+    names = [c.get("name") for c in cases]
+    assert len(set(names)) == 8 + HUNG_PLAN_ROWS, listing
+    again = [n for n in set(names) if names.count(n) > 1]
+    assert again in ([], [f"test_w4a16_conformance[{crashed[0]['kernel']}-{crashed[0]['check']}]"]), listing
     assert json.loads((out / "report.json").read_text())["exit_code"] == 1
 
 
