@@ -1,6 +1,7 @@
 """Root conftest: loads the conformance pytest plugin (options, fixtures, summary, reports), and schedules the
-few long subprocess tests first so that under `pytest -n auto` no worker starts one of them last while the other
-workers sit idle (the order of the rest is unchanged; every worker collects the same order, as xdist requires)."""
+few long tests (subprocess tests; the suite's GPU-long files) first so that under `pytest -n auto` no worker starts
+one of them last while the other workers sit idle (the order of the rest is unchanged; every worker collects the
+same order, as xdist requires)."""
 import os
 import sys
 
@@ -18,7 +19,9 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("CONFORMANCE
 # test files whose tests each run a whole pytest or validate subprocess (tens of seconds on 2 cores)
 LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py", "tests/unit/test_plugin_kernels.py",
               "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_validate.py",
-              "tests/unit/test_bisect.py", "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py")
+              "tests/unit/test_bisect.py", "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
+              # the suite's longest tests on a GPU (6-13 s each on an H200: N = K = 2048 per tile row; compile checks)
+              "conformance/suite/test_tile_rows.py", "conformance/suite/test_contracts.py")
 
 
 def pytest_collection_modifyitems(session, config, items):

@@ -38,9 +38,17 @@ def parse_tile(text: str) -> dict:
                 use_dot="gemv" not in f, swap="swap" in f, magic="magic" in f)
 
 
-def _ptxas() -> str:
+def _ptxas(arch: int) -> str:
+    """The ptxas Triton itself assembles `arch` with (it picks the PTX version it emits by that tool; on a GPU host a
+    different ptxas may refuse that PTX), else one beside triton, else one under /usr/local/cuda*."""
     import triton
 
+    try:
+        from triton.backends.nvidia import compiler as nv
+
+        return nv.get_ptxas(arch).path
+    except (ImportError, AttributeError, TypeError):  # older Triton: no get_ptxas(arch)
+        pass
     here = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
     for name in ("ptxas-blackwell", "ptxas"):  # the newest one reads the PTX version Triton emits
         if (here / name).is_file():
@@ -87,14 +95,18 @@ def compile_tile(t: dict, arch: int, dtype: str, has_zp: bool) -> dict:
     ptx = cc.asm["ptx"]
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "k.ptx").write_text(ptx)
-        r = subprocess.run([_ptxas(), f"-arch=sm_{arch}a" if arch >= 90 else f"-arch=sm_{arch}", "-v",
+        ptxas = _ptxas(arch)
+        r = subprocess.run([ptxas, f"-arch=sm_{arch}a" if arch >= 90 else f"-arch=sm_{arch}", "-v",
                             str(Path(d) / "k.ptx"), "-o", str(Path(d) / "k.cubin")], capture_output=True, text=True)
     log = r.stdout + r.stderr
     regs = re.search(r"Used (\d+) registers", log)
+    if r.returncode != 0 or not regs:  # no register report is no figure: say why instead of writing None
+        raise SystemExit(f"error: {ptxas} -arch=sm_{arch} exited {r.returncode} without a register report: "
+                         f"{' '.join(log.split())[-600:]}")
     spill = re.search(r"(\d+) bytes spill stores", log)
     threads = 32 * t["num_warps"]
     n_regs = int(regs.group(1)) if regs else None
-    return {"tile": t, "dtype": dtype, "has_zp": has_zp, "arch": f"sm{arch}", "registers": n_regs,
+    return {"tile": t, "dtype": dtype, "has_zp": has_zp, "arch": f"sm{arch}", "ptxas_path": ptxas, "registers": n_regs,
             "spill_store_bytes": int(spill.group(1)) if spill else None, "shared_bytes": cc.metadata.shared,
             "programs_per_sm_by_registers": (65536 // (n_regs * threads)) if n_regs else None,
             "weight_tile_bytes": t["block_k"] * t["block_n"] // 2,
