@@ -120,8 +120,8 @@ def test_kernel_of_another_family_is_refused_as_input(capsys):
 def test_list_shows_every_kernel_with_gates_and_availability(capsys):
     code, out, _ = run_cli(capsys, "list", "--target", "cpu")
     assert code == 0
-    for k in registry.all_kernels():
-        assert k.name in out and (k.gate_summary or "(no gate summary declared)") in out
+    for k in registry.all_kernels():  # whatever earlier tests in this worker registered (adapters' kernels too)
+        assert k.name in out and (not k.gate_note or f"note: {k.gate_note}" in out), k.name
         why = k.availability(CPU)
         if why is not None:
             assert f"not available here: {why}" in out
