@@ -174,6 +174,7 @@ def reset() -> None:
     IMPORTED_UNDER = None
 
 
+IMPORT_DISPATCH_KEY = "CompositeExplicitAutograd"
 IMPORTED_UNDER: str | None = None  # set by import_scope when vLLM's kernels were imported under a stand-in platform
 
 
@@ -182,9 +183,10 @@ def import_scope():
     """Import vLLM's kernel package inside this block. Where vLLM's compiled library is absent (COMPILED_ABSENT) and
     the machine's platform is CUDA or ROCm, vLLM's own import path cannot run: at import it asks compiled ops
     (`CUTLASS_BLOCK_FP8_SUPPORTED = cutlass_block_fp8_supported()` calls `torch.ops._C...`, which raises) and imports
-    the compiled flash-attention extension. So inside the block vLLM's platform is its CpuPlatform with the machine
-    platform's dispatch key (vLLM registers its custom ops, `torch.ops.vllm.triton_w4a16_gemm`, under
-    `current_platform.dispatch_key`, so they run on the machine's device); import-time answers are the CPU
+    the compiled flash-attention extension. So inside the block vLLM's platform is its CpuPlatform with the
+    IMPORT_DISPATCH_KEY (vLLM registers its custom ops, `torch.ops.vllm.triton_w4a16_gemm`, under
+    `current_platform.dispatch_key`: with CompositeExplicitAutograd they run on the machine's device and on CPU
+    tensors alike; with the CpuPlatform's own key, CUDA tensors could not reach them); import-time answers are the CPU
     platform's (no compiled CUTLASS path: true, the compiled ops are absent). On exit every module that bound that
     stand-in is rebound to the machine's real platform, which answers every gate and every call from then on, and
     IMPORTED_UNDER says so. Elsewhere (vLLM's compiled library loaded, or a CPU machine) nothing is swapped."""
@@ -201,9 +203,12 @@ def import_scope():
         yield None
         return
     cpu = importlib.import_module("vllm.platforms.cpu").CpuPlatform
+    # CompositeExplicitAutograd: one kernel for every backend key, so vLLM's ops run on the machine's device and
+    # also on CPU tensors (a simulated target's run on this GPU host: a ROCm target's Triton path as its model);
+    # their fake (Meta) kernels still win for meta and fake tensors
     cls = type(f"ImportOnly{cpu.__name__}", (cpu,), {
-        "dispatch_key": real.dispatch_key,
-        "__doc__": f"vLLM's {cpu.__name__} with {type(real).__name__}'s dispatch key, for the import only"})
+        "dispatch_key": IMPORT_DISPATCH_KEY,
+        "__doc__": f"vLLM's {cpu.__name__} with the {IMPORT_DISPATCH_KEY} dispatch key, for the import only"})
     stand = cls()
     swapped = [m for m in _holders() if m.__dict__.get("current_platform") is real]
     for m in swapped:
@@ -216,8 +221,8 @@ def import_scope():
         for m in _holders():
             if m.__dict__.get("current_platform") is stand:
                 m.current_platform = real
-        IMPORTED_UNDER = (f"imported under vLLM's CpuPlatform with dispatch key {real.dispatch_key} (vLLM's import path "
-                          f"on {type(real).__name__} needs its compiled extensions), then run under "
+        IMPORTED_UNDER = (f"imported under vLLM's CpuPlatform with dispatch key {IMPORT_DISPATCH_KEY} (vLLM's import "
+                          f"path on {type(real).__name__} needs its compiled extensions), then run under "
                           f"{type(real).__name__}")
 
 

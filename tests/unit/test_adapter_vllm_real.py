@@ -78,14 +78,22 @@ from conformance.core import registry
 registry.load_all(["conformance.adapters.vllm"])
 import conformance.adapters.vllm as A
 from conformance.core.registry import get_kernel
+from conformance.cases.ids import parse_case_id
+from conformance.checks.harness import run_case
 import sys
 cfg = W4A16Config(weight_type="uint4", group_size=128, act_order=False, dtype="float16", format="gptq_v2", N=256, K=256)
 mod = sys.modules["vllm.model_executor.kernels.linear.mixed_precision.triton_w4a16"]
 print("JSON" + json.dumps({
     "describe": A.describe(), "registered": A.REGISTERED,
     "bound": type(mod.current_platform).__name__, "machine": type(VP.current_platform).__name__,
-    "dispatch": {k: torch._C._dispatch_has_kernel_for_dispatch_key("vllm::triton_w4a16_gemm", k) for k in ("CPU", "CUDA")},
-    "gates": {t: get_kernel("vllm_triton_w4a16").can_implement(cfg, parse_target(t)) for t in ("sm90", "gfx1100", "cpu")},
+    "dispatch": {k: torch._C._dispatch_has_kernel_for_dispatch_key("vllm::triton_w4a16_gemm", k)
+                 for k in ("CPU", "CUDA", "CompositeExplicitAutograd")},
+    "gates": {t: get_kernel("vllm_triton_w4a16").can_implement(cfg, parse_target(t))
+              for t in ("sm90", "gfx1100", "cpu")},
+    # a simulated ROCm target's Triton path on this host runs vLLM's own op with CPU tensors
+    "hybrid@gfx1151": run_case(parse_case_id("w4a16/vllm_rdna_hybrid_w4a16/M=17,N=64,K=256,g=32,wt=uint4,ao=0,dt=fp16,"
+                                             "fmt=gptq_v2,regime=exact,tier=exact,seed=11"), target="gfx1151",
+                               record=False).line()[:600],
 }))
 '''
 
@@ -113,11 +121,14 @@ def probe():
 def test_a_cuda_machine_without_vllms_compiled_build_imports_and_gates():
     """On a CUDA machine vLLM 0.33.0's import path calls compiled ops (w8a8_utils: CUTLASS_BLOCK_FP8_SUPPORTED) and
     imports its flash-attention extension; without its compiled build (built for torch 2.14) the adapter imports the
-    kernel package under vLLM's CpuPlatform with CUDA's dispatch key, then rebinds the machine's CudaPlatform."""
+    kernel package under vLLM's CpuPlatform with the CompositeExplicitAutograd dispatch key (vLLM's ops then run on
+    CUDA and on CPU tensors: a simulated ROCm target's run on that host), then rebinds the machine's CudaPlatform."""
     p = _run_probe(CUDA_PROBE)
     assert "vllm_triton_w4a16" in p["registered"] and "vllm_unavailable" not in p["registered"], p["describe"]
-    assert "imported under vLLM's CpuPlatform with dispatch key CUDA" in p["describe"]
-    assert p["bound"] == p["machine"] and p["bound"].startswith("Simulated") and p["dispatch"] == {"CPU": False, "CUDA": True}, p
+    assert "imported under vLLM's CpuPlatform with dispatch key CompositeExplicitAutograd" in p["describe"]
+    assert p["bound"] == p["machine"] and p["bound"].startswith("Simulated"), p
+    assert p["dispatch"] == {"CPU": False, "CUDA": False, "CompositeExplicitAutograd": True}, p  # every backend
+    assert p["hybrid@gfx1151"].startswith("PASS "), p["hybrid@gfx1151"]  # vLLM's op on CPU tensors
     assert p["gates"]["sm90"] is None and p["gates"]["gfx1100"] is None, p["gates"]
     assert "_POSSIBLE_KERNELS[CPU]" in p["gates"]["cpu"], p["gates"]
 
