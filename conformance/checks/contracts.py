@@ -30,7 +30,7 @@ from conformance.cases.check_ids import CHECKS as CONTRACT_CHECKS
 from conformance.cases.check_ids import CheckCase
 from conformance.core import results
 from conformance.core.bits import bits_equal
-from conformance.core.kernel import kernel_call
+from conformance.core.kernel import RunContext, kernel_call
 from conformance.core.registry import Kernel, all_kernels
 from conformance.core.targets import Target, parse_target
 from conformance.families import get_family
@@ -237,9 +237,14 @@ def replace_leaves(obj, new: list[torch.Tensor]):
 
 
 def apply_fn(kernel: Kernel, operands) -> Callable:
-    """f(x, *operand_tensors) = kernel.apply(operands with those tensors, x): what the checks trace."""
+    """f(x, *operand_tensors) = kernel.apply(operands with those tensors, x): what the checks trace. An API v2
+    call's RunContext is resolved here, once, outside the traced function: resolving it asks the machine's target
+    (detect_target: torch.cuda.get_device_capability on a GPU), which a trace records as a graph node beside the
+    op; on the H200 that failed the compile-boundary check of every API v2 kernel (the vLLM adapter's)."""
+    ctx = None if kernel.api_version == 1 else RunContext.here(kernel)
+
     def f(x, *tensors):
-        return kernel_call(kernel, replace_leaves(operands, list(tensors)), x)  # API v1 or v2 alike
+        return kernel_call(kernel, replace_leaves(operands, list(tensors)), x, ctx)  # API v1 or v2 alike
     return f
 
 

@@ -121,3 +121,35 @@ def test_unmatched_quant_wrapper_is_caught_and_replays(mutants, recorded, capsys
     # the reports print a contract failure's replay line like any case's (the same record fields)
     summary = validate_report.summarize([rec], [], [k.name])
     assert [(f["case_id"], f["replay"]) for f in summary["failures"]] == [(rec["case_id"], rec["replay"])]
+
+
+def test_a_v2_kernels_run_context_is_resolved_once_outside_the_traced_function(monkeypatch):
+    """apply_fn resolves an API v2 call's RunContext when it builds f, never inside f: inside, detect_target's
+    torch.cuda.get_device_capability became a dynamo graph node beside the op on the H200, a false compile-boundary
+    failure for every v2 kernel (the vLLM adapter's)."""
+    import torch
+
+    from conformance.core import kernel as kmod
+
+    calls = []
+    here = kmod.RunContext.here.__func__
+    monkeypatch.setattr(kmod.RunContext, "here", classmethod(lambda cls, k, *a, **kw: (calls.append(k.name),
+                                                                                        here(cls, k, *a, **kw))[1]))
+
+    class V2Probe(kmod.Kernel):
+        name, family, api_version = "v2_probe", "w4a16", 2
+
+        def can_implement(self, config, target):
+            return None
+
+        def load(self, checkpoint, ctx):
+            raise NotImplementedError
+
+        def apply(self, w, x, ctx):
+            assert isinstance(ctx, kmod.RunContext)
+            return x * w
+
+    f = contracts.apply_fn(V2Probe(), torch.tensor(2.0))
+    assert calls == ["v2_probe"]
+    assert [float(f(torch.ones(1), torch.tensor(3.0))) for _ in range(3)] == [3.0] * 3
+    assert calls == ["v2_probe"]  # the traced function asks nothing more
