@@ -9,8 +9,8 @@ pytest_plugins = ["conformance.pytest_plugin"]
 
 # Bytecode for this test run. Under PYTHONDONTWRITEBYTECODE=1 (set on some CI images) every Python process the
 # run starts (the xdist workers, and the pytest, validate, repro and bisect subprocesses the tests start: dozens)
-# recompiles our modules and pytest re-rewrites every test module: ~4 s of CPU each; the README's test command took
-# 278 s instead of 261 s on 2 cores. So the run writes bytecode as Python does by default (into __pycache__, which
+# recompiles our modules and pytest re-rewrites every test module (seconds of CPU each, on 2 cores a sizeable share
+# of the README's test command). So the run writes bytecode as Python does by default (into __pycache__, which
 # git ignores), and the processes it starts inherit that. CONFORMANCE_TESTS_NO_BYTECODE=1 keeps the caller's choice.
 if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("CONFORMANCE_TESTS_NO_BYTECODE"):
     del os.environ["PYTHONDONTWRITEBYTECODE"]
@@ -20,7 +20,7 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("CONFORMANCE
 LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py", "tests/unit/test_plugin_kernels.py",
               "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_validate.py",
               "tests/unit/test_bisect.py", "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
-              # the suite's longest tests on a GPU (6-13 s each on an H200: N = K = 2048 per tile row; compile checks)
+              # the suite's longest tests on a GPU (tile rows at N = K = 2048, compile checks)
               "conformance/suite/test_tile_rows.py", "conformance/suite/test_contracts.py")
 
 

@@ -182,9 +182,9 @@ def _missing_bytecode(site: Path) -> tuple[int, int]:
 def python_bytecode(compile_missing: bool) -> dict:
     """The machine's bytecode state, recorded because it costs every process: an image that ships site-packages
     without .pyc files, under PYTHONDONTWRITEBYTECODE=1 (which keeps Python from writing them), recompiles torch's
-    Python sources in every process (~6 s of CPU each on the H200: 16 xdist workers and every subprocess a test
-    starts). compile_missing: `python -m compileall` the site-packages and this tree first (once per machine, as an
-    image build would), outside every timed run; the record says so."""
+    Python sources in every process (on the H200 the largest item of a worker's start-up; 16 xdist workers and
+    every subprocess a test starts pay it). compile_missing: `python -m compileall` the site-packages and this
+    tree first (once per machine, as an image build would), outside every timed run; the record says so."""
     import sysconfig
 
     site = Path(sysconfig.get_paths()["purelib"])

@@ -105,17 +105,16 @@ def compile_tile(t: dict, arch: int, dtype: str, has_zp: bool) -> dict:
                          f"{' '.join(log.split())[-600:]}")
     spill = re.search(r"(\d+) bytes spill stores", log)
     threads = 32 * t["num_warps"]
-    n_regs = int(regs.group(1)) if regs else None
+    n_regs = int(regs.group(1))
     return {"tile": t, "dtype": dtype, "has_zp": has_zp, "arch": f"sm{arch}", "ptxas_path": ptxas, "registers": n_regs,
             "spill_store_bytes": int(spill.group(1)) if spill else None, "shared_bytes": cc.metadata.shared,
-            "programs_per_sm_by_registers": (65536 // (n_regs * threads)) if n_regs else None,
+            "programs_per_sm_by_registers": 65536 // (n_regs * threads),
             "weight_tile_bytes": t["block_k"] * t["block_n"] // 2,
             "ptx": {name: len(re.findall(pat, ptx)) for name, pat in (
                 ("st.shared", r"\bst\.shared"), ("ld.shared", r"\bld\.shared"), ("cp.async", r"\bcp\.async\.c"),
                 ("ldmatrix", r"\bldmatrix"), ("shfl", r"\bshfl"), ("bar.sync", r"\bbar\.sync"),
                 ("wgmma", r"\bwgmma\.mma_async"), ("mma.sync", r"\bmma\.sync"), ("cvt", r"\bcvt\."),
-                ("fma", r"\bfma\.rn"))},
-            "ptxas": None if regs else log.strip()[-300:]}
+                ("fma", r"\bfma\.rn"))}}
 
 
 def main(argv=None) -> int:
