@@ -116,6 +116,27 @@ def jit_figures(report: Path, cache: Path, before: int) -> dict:
             "jit_source": "new entries in the run's TRITON_CACHE_DIR (the report has no jit_compiles; no seconds)"}
 
 
+SLOWEST = 10  # the slowest tests of a run, recorded beside its wall (where a GPU run's time goes)
+
+
+def where_time_went(junit: Path, report: Path) -> dict:
+    """{"workers": the conformance report's per-worker timeline (conformance.plugin.timeline) without its
+    per_worker table, "slowest": [[test id, seconds], ...] (the SLOWEST longest JUnit testcases)}; None each where
+    the file is missing."""
+    try:
+        w = json.loads(report.read_text()).get("workers")
+    except (OSError, ValueError, AttributeError):
+        w = None
+    try:
+        cases = [(f"{c.get('classname')}::{c.get('name')}", float(c.get("time") or 0))
+                 for c in ET.parse(junit).getroot().iter("testcase")]
+        slowest = [[n, round(t, 2)] for n, t in sorted(cases, key=lambda c: -c[1])[:SLOWEST]]
+    except (OSError, ET.ParseError, ValueError):
+        slowest = None
+    return {"workers": {k: v for k, v in w.items() if k != "per_worker"} if isinstance(w, dict) else None,
+            "slowest": slowest}
+
+
 def timed(cmd: list, env: dict, limit_s: float, log: Path, grace_s: float | None = None) -> tuple[int, float, bool]:
     """Run `cmd` from the tree root, output to `log`; past `limit_s` its process group gets SIGINT (as Ctrl-C in a
     terminal: pytest stops its workers and writes its reports), and SIGKILL `grace_s` (default GRACE_S) later.
@@ -164,7 +185,7 @@ def run_one(name: str, args: tuple, limit_s: float, caches: dict, scratch: Path,
     shown = ["python", *args]
     return {"command": " ".join(shown), "wall_s": wall, **counts, **jit_figures(report, caches["triton"], before),
             "exit_code": rc, "timed_out": timed_out, "limit_s": limit_s, "counts_from": source,
-            "argv": " ".join(["python", *cmd[1:]]), "triton_cache": caches["label"]}
+            "argv": " ".join(["python", *cmd[1:]]), "triton_cache": caches["label"], **where_time_went(junit, report)}
 
 
 BYTECODE_PACKAGES = ("torch", "triton", "sympy", "numpy", "hypothesis", "_pytest")  # what every worker imports

@@ -202,6 +202,16 @@ def trap_all_zero_group(case: Case) -> str | None:
     return None
 
 
+def trap_tile_rules(case: Case) -> str | None:
+    """A w4a16 case whose group (all of K when channelwise) is below 16 rows or not a power of two: a wrapper that
+    clamps BLOCK_K to the group launches a K tile that breaks one of Triton's tile rules (`tl.dot` needs at least
+    16, `tl.arange` a power of two)."""
+    g = case.K if case.group_size == -1 else case.group_size
+    if g >= 16 and g & (g - 1) == 0:
+        return f"group of {g} rows: a power of two >= 16, so a K tile clamped to it obeys Triton's tile rules"
+    return None
+
+
 ENTRIES: tuple[Entry, ...] = (
     Entry("ct_zero_points_transposed",
           "compressed-tensors zero points [N/8, G] used without the transpose to [G, N/8]",
@@ -281,6 +291,15 @@ ENTRIES: tuple[Entry, ...] = (
           ("vllm#46186",), "w4a16",
           ("M=7,N=64,K=256,g=32,wt=uint4,ao=0,dt=fp16,fmt=awq,regime=exact,tier=exact,seed=81",),
           trap_asymmetric),
+    Entry("block_k_tile_rules",
+          "third-party, found by this suite: vLLM 0.33.0 TritonW4A16 clamps BLOCK_K to the group size without "
+          "Triton's tile rules: K = 8 channelwise launches tl.dot with K 8 (sm90, does not compile) and g = K = 40 "
+          "tl.arange(0, 40) (gfx1x); a compile error of a config the gate accepted (docs/shipped-bugs.md)",
+          ("vllm 0.33.0",), "w4a16",
+          ("M=1,N=64,K=8,g=ch,wt=uint4b8,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=8180",
+           "M=33,N=64,K=8,g=ch,wt=uint4,ao=0,dt=bf16,fmt=gptq_v2,regime=exact,tier=exact,seed=8181",
+           "M=1,N=8,K=40,g=40,wt=uint4b8,ao=0,dt=fp16,fmt=compressed_tensors,regime=exact,tier=exact,seed=11"),
+          trap_tile_rules),
 )
 
 

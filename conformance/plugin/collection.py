@@ -191,20 +191,33 @@ def pytest_runtest_setup(item):
     jit.set_kernel(item_kernel(item))
 
 
-def dist_for(option, compiles: bool) -> str | None:
-    """The --dist the plugin picks: "loadgroup" when xdist runs workers (-n N, N > 0, or auto), the user gave no
-    --dist, and kernels compile here (a GPU; in the interpreter grouping saves nothing and only costs balance);
-    else None (leave xdist's choice)."""
+def _has_worksteal() -> bool:
+    try:
+        from xdist.scheduler import WorkStealingScheduling  # noqa: F401 - pytest-xdist >= 3.2
+    except ImportError:
+        return False
+    return True
+
+
+def dist_for(option, compiles: bool, worksteal: bool | None = None) -> str | None:
+    """The --dist the plugin picks when xdist runs workers (-n N, N > 0, or auto) and the user gave no --dist:
+    "loadgroup" where kernels compile (a GPU: cases sharing a compile key on one worker); elsewhere (the
+    interpreter, where grouping saves nothing) "worksteal" when this xdist has it: `load` hands each worker a first
+    chunk of a quarter of its share, so the long subprocess tests scheduled first all land in one worker's chunk
+    and the other worker runs out and idles at the end; worksteal lets an idle worker take queued tests. Else None
+    (leave xdist's choice). `worksteal`: whether xdist has it (default: ask it)."""
     n = getattr(option, "numprocesses", None)
     if not n or getattr(option, "dist", "no") != "no" or getattr(option, "distload", False):
         return None
-    return "loadgroup" if compiles else None
+    if compiles:
+        return "loadgroup"
+    return "worksteal" if (_has_worksteal() if worksteal is None else worksteal) else None
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_cmdline_main(config):
-    """Before xdist resolves -n (a hookwrapper runs first): --dist loadgroup by default where kernels compile
-    (dist_for), so the compile groups take effect for a plain `pytest -n auto`; an explicit --dist wins."""
+    """Before xdist resolves -n (a hookwrapper runs first): --dist loadgroup by default where kernels compile,
+    worksteal elsewhere (dist_for), so a plain `pytest -n auto` gets them; an explicit --dist wins."""
     opt = config.option
     if getattr(opt, "numprocesses", None) and getattr(opt, "dist", None) == "no":
         from conformance.core.interpreter_fixes import interpreting

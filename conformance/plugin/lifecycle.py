@@ -24,8 +24,9 @@ def pytest_report_header(config):
         lines.append(threads.header(st.threads))
     dist = getattr(config, "_conformance_dist", None)
     if dist:  # conformance.plugin.collection chose it: say so, it changes how xdist schedules
-        lines.append(f"conformance: --dist {dist} (chosen by the plugin: kernels JIT-compile here, so the CI plan's "
-                     "cases sharing a compile key run on one worker; pass --dist load to opt out)")
+        why = ("kernels JIT-compile here, so the CI plan's cases sharing a compile key run on one worker"
+               if dist == "loadgroup" else "nothing compiles here, so an idle worker takes queued tests from a busy one")
+        lines.append(f"conformance: --dist {dist} (chosen by the plugin: {why}; pass --dist load to opt out)")
     return lines
 
 

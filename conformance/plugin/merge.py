@@ -16,7 +16,7 @@ from references.errors import InvalidInput
 SAME_RUN = ("seed", "commit", "target", "profile")  # every shard of one run agrees on these
 # keys merged below; any other key must be equal in every shard (kept) or a list (concatenated)
 MERGED = {"records", "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads", "shard",
-          "jit", "seed_source", "selection", "cases_per_second_per_kernel", *SAME_RUN}
+          "jit", "seed_source", "selection", "cases_per_second_per_kernel", "workers", *SAME_RUN}
 
 
 def load(path: str) -> dict:
@@ -110,14 +110,15 @@ def merge(named: list[tuple[str, dict]]) -> dict:
         "seed_source": first.get("seed_source"), "selection": first.get("selection"),
         "shard": {"count": count, "merged": [d["shard"]["index"] for d in docs]},
         "shards": [{"index": d["shard"]["index"], "file": p, "records": len(d.get("records") or []),
-                    "produced": d.get("produced"), "threads": d.get("threads")} for p, d in named],
+                    "produced": d.get("produced"), "threads": d.get("threads"), "workers": d.get("workers")}
+                   for p, d in named],
         "records": [r for d in docs for r in d.get("records") or []],
         "produced": sum(produced) if all(isinstance(p, int) for p in produced) else None,
         "complete": True,
         "crashed_workers": [dict(c, shard=d["shard"]["index"]) for d in docs for c in d.get("crashed_workers") or []],
         "plan": _merge_plan(docs), "cases_per_second": _merge_throughput(docs, "cases_per_second"),
         "cases_per_second_per_kernel": _merge_throughput(docs, "cases_per_second_per_kernel"), "threads": None,
-        "jit": _merge_jit(docs)})
+        "jit": _merge_jit(docs), "workers": None})  # one timeline per shard job: in "shards"
     for key in sorted({k for d in docs for k in d} - MERGED):  # keys added since: equal, or lists to concatenate
         values = [d.get(key) for d in docs]
         if all(isinstance(v, list) for v in values):

@@ -28,7 +28,7 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
                  crashed=()) -> None:
     """Atomically write {"target", "profile", "seed", "seed_source", "commit", "shard", "selection", "records",
     "produced", "complete", "crashed_workers", "plan", "cases_per_second", "cases_per_second_per_kernel", "jit",
-    "threads", "skipped"} JSON (temp file, then rename). `produced`: how many records the processes made (each
+    "threads", "skipped", "workers"} JSON (temp file, then rename). `produced`: how many records the processes made (each
     worker counts its own, crash records included); a sound merge has len(records) == produced. `complete` is
     False for the incremental writes during the run.
     conformance.plugin.merge merges the reports of the shards of one run."""
@@ -42,7 +42,8 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
            "cases_per_second": throughput(config), "threads": st.threads if st else None,
            "commit": st.commit if st else None, "shard": _shard_doc(config),
            "skipped": st.skipped if st else [], "cases_per_second_per_kernel": kernel_throughput(config),
-           "jit": jit.doc(st.jit_mode, st.jit) if st else None}
+           "jit": jit.doc(st.jit_mode, st.jit) if st else None,
+           "workers": st.timeline.doc() if st and st.timeline else None}  # conformance.plugin.timeline
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
 
 

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from conformance.plugin import jit, skips
+from conformance.plugin import jit, skips, timeline
 from conformance.plugin.options import _is_worker
 from conformance.plugin.report import _write_if_asked
 
@@ -41,6 +41,7 @@ class _State:
         self.skipped: list[dict] = []  # {"test", "reason"}: every skipped test's full reason (controller)
         self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
         self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
+        self.timeline: timeline.Timeline | None = None  # per-worker startup, busy and end (controller)
 
     def produced(self) -> int:
         """Records made by every process: this one, each worker (its final or last reported count), crash records."""
@@ -85,6 +86,8 @@ def pytest_runtest_logreport(report):
         if full is not None:
             st.skipped.append({"test": report.nodeid, "reason": full})
     node = getattr(report, "node", None)  # xdist controller: the worker this report came from
+    if st.timeline is not None:
+        st.timeline.note(_worker_id(node) if node is not None else timeline.MAIN, report)
     count = getattr(report, _PRODUCED_KEY, None)
     if node is not None and isinstance(count, int):
         wid = _worker_id(node)
@@ -140,6 +143,10 @@ def _worker_id(node) -> str:
 def pytest_sessionstart(session):
     _STATE_HOLDER[:] = [session.config._conformance]
     _CONFIG_HOLDER[:] = [session.config]
+    if not _is_worker(session.config):
+        import time
+
+        session.config._conformance.timeline = timeline.Timeline(time.time(), timeline.process_age_s())
 
 
 def pytest_sessionfinish(session, exitstatus):

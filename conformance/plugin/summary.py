@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from conformance.plugin import timeline
 from conformance.plugin.jit import doc as jit_doc
 from conformance.plugin.jit import line as jit_line
 from conformance.plugin.options import _is_worker, _target
@@ -94,6 +95,9 @@ def _write_kernel_costs(tr, config) -> None:
                       f"{doc['jit_compiles']} compiles, {doc['jit_seconds']} s in all)")
     for line in kernel_cost_lines(per_kernel, doc):
         tr.write_line(line)
+    workers = timeline.line(st.timeline.doc() if st.timeline else None)
+    if workers:
+        tr.write_line(workers)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):

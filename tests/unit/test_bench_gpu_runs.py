@@ -333,10 +333,13 @@ if mode in ("cold", "report"):
     for i in range(3):
         (cache / f"k{mode}{i}").mkdir()
 if mode == "report":
-    pathlib.Path(opts["conformance-report"]).write_text(json.dumps({"jit": {"jit_compiles": 7, "jit_seconds": 1.234}}))
+    pathlib.Path(opts["conformance-report"]).write_text(json.dumps({"jit": {"jit_compiles": 7, "jit_seconds": 1.234},
+        "workers": {"count": 2, "first_test_s": {"min": 1.0}, "per_worker": {"gw0": {}, "gw1": {}}}}))
 if mode != "summary_only":
     pathlib.Path(opts["junitxml"]).write_text(
-        '<testsuites><testsuite tests="6" failures="1" errors="1" skipped="2"/></testsuites>')
+        '<testsuites><testsuite tests="6" failures="1" errors="1" skipped="2">'
+        '<testcase classname="t.a" name="fast" time="0.5"/><testcase classname="t.b" name="slow" time="7.25"/>'
+        '</testsuite></testsuites>')
 print("=== 1 failed, 4 passed, 3 skipped in 0.1s ===")
 '''
 
@@ -366,6 +369,9 @@ def test_gpu_ci_times_counts_and_records_each_run(tmp_path, monkeypatch):
     assert (rt["jit_compiles"], rt["jit_seconds"]) == (7, 1.23) and "report" in rt["jit_source"]
     assert (cold["jit_compiles"], cold["jit_seconds"]) == (3, None) and "TRITON_CACHE_DIR" in cold["jit_source"]
     assert warm["jit_compiles"] == 0 and warm["triton_cache"] == "warm (from suite_cold)"  # the cold run's cache
+    # where the time went: the report's worker timeline (without its per-worker table), the slowest tests first
+    assert rt["workers"] == {"count": 2, "first_test_s": {"min": 1.0}} and warm["workers"] is None
+    assert rt["slowest"] == [["t.b::slow", 7.25], ["t.a::fast", 0.5]] and warm["slowest"] is None
     log = (tmp_path / "out" / "ci_suite_warm.log").read_text()
     assert "threads env: None" in log and str(tmp_path / "scratch") in log
     assert {p.name for p in out.parent.iterdir()} == {"gpu_ci.json", *(f"ci_{n}.log" for n in gpu_ci.LIMIT_ENV)}

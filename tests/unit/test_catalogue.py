@@ -30,6 +30,8 @@ NO_TRAP = [
      "M=9,N=64,K=256,g=128,wt=uint4,ao=0,dt=bf16,fmt=gptq_v2,regime=exact,tier=exact,seed=41", "no column tail"),
     ("split_k_bf16_column_tail",
      "M=9,N=40,K=256,g=128,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=41", "not bf16"),
+    ("block_k_tile_rules",
+     "M=1,N=64,K=16,g=ch,wt=uint4b8,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=8180", "obeys"),
     ("fp8_zero_group_no_eps",
      "T=3,H=256,g=128,dt=bf16,f8=e4m3fn,ue8m0=0,colmajor=0,regime=normal,tier=statistical,seed=0", "all zero"),
 ]

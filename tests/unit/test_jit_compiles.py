@@ -151,11 +151,16 @@ def test_item_kernel_reads_the_kernel_parameters():
 @pytest.mark.parametrize("option, compiles, want", [
     (dict(numprocesses=16, dist="no"), True, "loadgroup"),
     (dict(numprocesses="auto", dist="no"), True, "loadgroup"),
-    (dict(numprocesses=16, dist="no"), False, None),  # the interpreter: nothing to share, balance first
+    (dict(numprocesses=16, dist="no"), False, "worksteal"),  # the interpreter: nothing to share, balance first
     (dict(numprocesses=16, dist="load"), True, None),  # the user's --dist wins
     (dict(numprocesses=16, dist="no", distload=True), True, None),
     (dict(numprocesses=0, dist="no"), True, None),
     (dict(dist="no"), True, None),  # -p no:xdist: no such option
 ])
 def test_loadgroup_by_default_only_where_kernels_compile(option, compiles, want):
-    assert dist_for(SimpleNamespace(**option), compiles) == want
+    assert dist_for(SimpleNamespace(**option), compiles, worksteal=True) == want
+
+
+def test_no_worksteal_in_this_xdist_leaves_its_choice():
+    assert dist_for(SimpleNamespace(numprocesses=2, dist="no"), False, worksteal=False) is None
+    assert dist_for(SimpleNamespace(numprocesses=2, dist="no"), True, worksteal=False) == "loadgroup"

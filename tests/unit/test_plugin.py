@@ -71,6 +71,12 @@ def test_report_merges_every_worker_record(tmp_path):
     # JIT compiles: attributed to the running test's kernel in its worker, summed on the controller
     assert doc["jit"]["per_kernel"] == {"kjit": {"jit_compiles": 1, "jit_seconds": 0.25, "jit_cache_hits": 0}}
     assert doc["jit"]["jit_compiles"] == 1 and "kjit: no cases; JIT 1 compiles, 0.25 s" in out, out[-3000:]
+    # where the wall went: each worker's first test, busy seconds and last test, from the reports' timestamps
+    w = doc["workers"]
+    assert w["count"] == 2 and set(w["per_worker"]) == {"gw0", "gw1"}, w
+    assert all(p["tests"] >= 1 and 0 <= p["first_test_s"] <= p["last_test_end_s"] <= w["last_test_end_s"] and p["busy_s"] >= 0
+               for p in w["per_worker"].values()), w
+    assert "workers: 2, first test at" in out, out[-3000:]
 
 
 

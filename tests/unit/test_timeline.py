@@ -1,0 +1,34 @@
+"""conformance.plugin.timeline: per-worker first test, busy seconds and last test from report timestamps."""
+from types import SimpleNamespace
+
+from conformance.plugin import timeline
+
+
+def _rep(when, start, stop):
+    return SimpleNamespace(when=when, start=start, stop=stop)
+
+
+def test_doc_from_report_timestamps():
+    t = timeline.Timeline(session_start=100.0, controller_startup_s=3.5)
+    for w, (a, b) in {"gw0": (105.0, 110.0), "gw1": (107.0, 120.0)}.items():
+        t.note(w, _rep("setup", a, a + 1))
+        t.note(w, _rep("call", a + 1, b - 1))
+        t.note(w, _rep("teardown", b - 1, b))
+    t.note("gw1", _rep("call", 0, 0))  # no timestamps (an old pytest, a crash record): ignored
+    d = t.doc()
+    assert d["count"] == 2 and d["controller_startup_s"] == 3.5
+    assert d["per_worker"]["gw0"] == {"first_test_s": 5.0, "last_test_end_s": 10.0, "busy_s": 5.0, "tests": 1}
+    assert d["per_worker"]["gw1"] == {"first_test_s": 7.0, "last_test_end_s": 20.0, "busy_s": 13.0, "tests": 1}
+    assert d["first_test_s"] == {"min": 5.0, "median": 6.0, "max": 7.0}
+    assert d["last_test_end_s"] == 20.0 and d["busy_s"] == 18.0 and d["busy_share"] == 0.45
+    assert timeline.line(d) == ("workers: 2, first test at 5.0-7.0 s (median 6.0) after session start, tests busy "
+                                "18.0 worker-s (45% of 2 x 20.0 s), last test done at 20.0 s; controller startup 3.5 s")
+
+
+def test_no_reports_no_doc():
+    assert timeline.Timeline(1.0).doc() is None and timeline.line(None) is None
+
+
+def test_process_age_is_this_process():
+    age = timeline.process_age_s()
+    assert age is None or 0 <= age < 3600 * 24
