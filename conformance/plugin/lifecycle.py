@@ -25,7 +25,8 @@ def pytest_report_header(config):
     dist = getattr(config, "_conformance_dist", None)
     if dist:  # conformance.plugin.collection chose it: say so, it changes how xdist schedules
         why = ("kernels JIT-compile here, so the CI plan's cases sharing a compile key run on one worker"
-               if dist == "loadgroup" else "nothing compiles here, so an idle worker takes queued tests from a busy one")
+               if dist == "loadgroup" else
+               "nothing compiles here, so an idle worker takes queued tests from a busy one")
         lines.append(f"conformance: --dist {dist} (chosen by the plugin: {why}; pass --dist load to opt out)")
     return lines
 

@@ -28,8 +28,8 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
                  crashed=()) -> None:
     """Atomically write {"target", "profile", "seed", "seed_source", "commit", "shard", "selection", "records",
     "produced", "complete", "crashed_workers", "plan", "cases_per_second", "cases_per_second_per_kernel", "jit",
-    "threads", "skipped", "workers"} JSON (temp file, then rename). `produced`: how many records the processes made (each
-    worker counts its own, crash records included); a sound merge has len(records) == produced. `complete` is
+    "threads", "skipped", "workers"} JSON (temp file, then rename). `produced`: how many records the processes made
+    (each worker counts its own, crash records included); a sound merge has len(records) == produced. `complete` is
     False for the incremental writes during the run.
     conformance.plugin.merge merges the reports of the shards of one run."""
     from conformance.reports.files import atomic_write_text

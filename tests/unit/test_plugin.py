@@ -74,8 +74,8 @@ def test_report_merges_every_worker_record(tmp_path):
     # where the wall went: each worker's first test, busy seconds and last test, from the reports' timestamps
     w = doc["workers"]
     assert w["count"] == 2 and set(w["per_worker"]) == {"gw0", "gw1"}, w
-    assert all(p["tests"] >= 1 and 0 <= p["first_test_s"] <= p["last_test_end_s"] <= w["last_test_end_s"] and p["busy_s"] >= 0
-               for p in w["per_worker"].values()), w
+    assert all(p["tests"] >= 1 and 0 <= p["first_test_s"] <= p["last_test_end_s"] <= w["last_test_end_s"]
+               and p["busy_s"] >= 0 for p in w["per_worker"].values()), w
     assert "workers: 2, first test at" in out, out[-3000:]
 
 
