@@ -372,6 +372,9 @@ class VllmMPLinearAdapter(Kernel):
         self.priority = priority
         self.route = kernel_route(vllm_cls)
         self.has_model = self.route == "hybrid"
+        # vLLM's Triton code runs on any Triton backend: on a GPU host a simulated target (the hybrid's gfx1100)
+        # runs it on this device, under that target's platform, instead of the model (harness._execution)
+        self.simulated_on_device = self.route in ("triton", "hybrid")
         fields = {f.name for f in dataclasses.fields(self.mp.MPLinearLayerConfig)}
         self.has_g_idx_field = "has_g_idx" in fields
         self.checkpoint_format_field = "checkpoint_format" in fields

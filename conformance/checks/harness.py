@@ -70,6 +70,12 @@ def _runs_in_interpreter_here(kernel: registry.Kernel, here: Target) -> bool:
     return here.is_cpu and kernel.availability(here) is None and kernel.run_mode(here) == "interpreter"
 
 
+def _runs_on_device_here(kernel: registry.Kernel, here: Target) -> bool:
+    """A kernel that declares `simulated_on_device` (Triton code, any backend) and runs on this GPU host's device."""
+    return (here.is_gpu and getattr(kernel, "simulated_on_device", False) is True
+            and kernel.availability(here) is None and kernel.run_mode(here) == "device")
+
+
 def _execution(kernel: registry.Kernel, target: Target, M: int | None = None,
                K: int | None = None) -> tuple[str | None, str]:
     """(run_mode, why): how the kernel runs here for `target` (a call of M rows and reduction K when given);
@@ -77,17 +83,20 @@ def _execution(kernel: registry.Kernel, target: Target, M: int | None = None,
 
     The gate decides what is served on `target`; this decides how it runs. On a simulated target (not this
     machine's), a Triton kernel that runs in the interpreter here runs its REAL code in the interpreter
-    ('interpreter'); any other device run (a HIP/CUDA op, or Triton on a GPU host of another target) can never
+    ('interpreter'); so does, on this GPU host's device ('device'), a kernel that declares `simulated_on_device`
+    (its Triton code runs on any backend; the call's context carries the simulated target, whose gate and tile
+    choice it follows); any other device run (a HIP/CUDA op, or Triton on a GPU host of another target) can never
     be a device run of that target, so it runs the kernel's model, or nothing when it has none."""
     here = detect_target()
     simulated = target != here
     why = kernel.availability(target)
     run_target = target
-    if why is not None and simulated and _runs_in_interpreter_here(kernel, here):
+    on_device = simulated and _runs_on_device_here(kernel, here)
+    if why is not None and simulated and (_runs_in_interpreter_here(kernel, here) or on_device):
         why, run_target = None, here
     if why is None:
         mode = kernel.run_mode(run_target) if M is None else kernel.run_mode_for(M, K, run_target)
-        if mode == "device" and target.is_gpu and simulated:
+        if mode == "device" and target.is_gpu and simulated and not on_device:
             why = f"target={target} is simulated: this machine is {here}"
             mode = "model"
         if mode == "model" and not kernel.has_model:

@@ -15,7 +15,10 @@ optional and declared, never detected:
 - `op` (a torch.library op handle, for contract checks) and `launch_config()` (the tiles of the last call,
   for the compile-boundary check);
 - `compile_key(case)`: what a call on the case compiles (JIT kernels), so that cases sharing a specialization
-  run on one pytest-xdist worker.
+  run on one pytest-xdist worker;
+- `simulated_on_device` (default False): the kernel's `apply` is Triton code that runs on any Triton backend,
+  so on a GPU host a simulated target's cases (another vendor's or generation's gate and tile choice) run its
+  real code on this machine's device, as the interpreter runs it on a CPU host, instead of its model.
 
 Plugins written against the first interface keep working: the attributes they set (`deterministic`,
 `exact_tier_max_k`, `zero_group_policy`, `device_inexact_reason`, the methods `dequant_dtype`,
@@ -193,6 +196,9 @@ class Kernel(abc.ABC):
     # fp8_group_quant: True when the kernel is a quant route a model layer emits after RMSNorm; the fusion check
     # (conformance/checks/fusion.py) then requires the compiler's RMSNorm + quant pass to fuse it
     fusion_route: bool = False
+    # True: on a GPU host, cases of a simulated target run `apply` on this device (its real Triton code with that
+    # target's gate and tiles; the context carries the simulated target) instead of the model (harness._execution)
+    simulated_on_device: bool = False
 
     # v1 declarations, read by the default numerics(); new kernels override numerics() instead
     deterministic: bool = True
