@@ -76,25 +76,41 @@ def test_row_ms_covers_each_row_and_both_ends_of_the_catch_all():
     assert row_ms([(None, "c")], 8) == [(1, "c"), (8, "c")]
 
 
+KERNELS = ("triton_w4a16", "triton_w4a16_actorder")  # one GEMM, one table
+
+
+def _row_cases(kernel_name: str) -> tuple:
+    """(table kind, N, K, [(M, row), ...]) for `kernel_name` on the device the kernel runs on here."""
+    kind, rows, N, K = _table(kernel_name in PLANAR_KERNELS)
+    return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else 1024)
+
+
+# one test item per (kernel, row): on a GPU a row costs seconds at N = K = 2048 (weights and fp64 references on the
+# host), so the rows spread over the xdist workers instead of one worker running a whole table
+ROWS = {name: _row_cases(name) for name in KERNELS}
+ROW_PARAMS = [pytest.param(name, i, id=f"{name}-row{i}-M{M}") for name in KERNELS
+              for i, (M, _) in enumerate(ROWS[name][3])]
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("wtype", ["uint4b8", "uint4"])
-@pytest.mark.parametrize("kernel_name", ["triton_w4a16", "triton_w4a16_actorder"])  # one GEMM, one table
-def test_every_tile_row_passes_on_this_device(kernel_name, wtype, dtype):
-    kind, rows, N, K = _table(kernel_name in PLANAR_KERNELS)
+@pytest.mark.parametrize("kernel_name,row", ROW_PARAMS)
+def test_every_tile_row_passes_on_this_device(kernel_name, row, wtype, dtype):
+    kind, N, K, cases = ROWS[kernel_name]
     target = detect_target()
     k = registry.get_kernel(kernel_name)
     act_order = kernel_name == "triton_w4a16_actorder"
     k_exact = min(K, exact_tier_max_k(wtype) // GROUP * GROUP)
+    M, cfg = cases[row]
     failures = []
-    for i, (M, cfg) in enumerate(row_ms(rows, 64 if kind == "interpreter" else 1024)):
-        for tier, regime, kk in (("exact", "exact", k_exact), ("statistical", "normal", K)):
-            case = Case("w4a16", kernel_name, regime, tier, 7000 + i, GROUP, dtype, M=M, N=N, K=kk,
-                        weight_type=wtype, act_order=act_order, format="gptq_v2")
-            tw._LAST_LAUNCH.clear()
-            v = run_case(case, k, target)
-            launched = tw.last_launch_config()
-            if not v.passed:
-                failures.append(v.line())
-            elif {f: launched.get(f) for f in PATH_FIELDS} != {f: getattr(cfg, f) for f in PATH_FIELDS}:
-                failures.append(f"{case.id}: launched {launched} instead of the {kind} row {cfg}")
+    for tier, regime, kk in (("exact", "exact", k_exact), ("statistical", "normal", K)):
+        case = Case("w4a16", kernel_name, regime, tier, 7000 + row, GROUP, dtype, M=M, N=N, K=kk,
+                    weight_type=wtype, act_order=act_order, format="gptq_v2")
+        tw._LAST_LAUNCH.clear()
+        v = run_case(case, k, target)
+        launched = tw.last_launch_config()
+        if not v.passed:
+            failures.append(v.line())
+        elif {f: launched.get(f) for f in PATH_FIELDS} != {f: getattr(cfg, f) for f in PATH_FIELDS}:
+            failures.append(f"{case.id}: launched {launched} instead of the {kind} row {cfg}")
     assert not failures, "\n".join(failures)
