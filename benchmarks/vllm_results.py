@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def summarize(report: dict) -> tuple[dict, list[dict]]:
     return {n: kernels[n] for n in sorted(kernels)}, failures
 
 
-def add(report_path: Path, command: str, machine: str, out: Path = OUT) -> dict:
+def add(report_path: Path, command: str, machine: str, out: Path = OUT, commit: str | None = None) -> dict:
     from benchmarks.provenance import code_identity
 
     report = json.loads(report_path.read_text())
@@ -56,8 +57,10 @@ def add(report_path: Path, command: str, machine: str, out: Path = OUT) -> dict:
     ident = code_identity()
     kernels, failures = summarize(report)
     run = {"command": command, "machine": machine, "target": report.get("target"), "profile": report.get("profile"),
-           "seed": report.get("seed"), "complete": report.get("complete"), "commit": report.get("commit"),
-           "kernels": kernels}
+           "seed": report.get("seed"), "complete": report.get("complete"),
+           "commit": commit or report.get("commit"), "kernels": kernels}
+    if commit and report.get("commit") not in (None, commit):
+        run["report_commit"] = report.get("commit")  # what the run's own git said (a stale copy of the tree's .git)
     runs = data.get("runs", [])
     old = next((r for r in runs if r["target"] == run["target"] and r["machine"] == machine), None)
     if old is not None:  # a later report of the same target and machine replaces the kernels it covers
@@ -83,12 +86,18 @@ def main(argv=None) -> int:
     a.add_argument("--command", required=True, help="the command that produced the report")
     a.add_argument("--machine", required=True, help="e.g. 'cpu (2 cores, Triton interpreter)' or 'H200'")
     a.add_argument("--out", type=Path, default=OUT)
+    a.add_argument("--commit", default=None,
+                   help="the commit that ran, where the report's own is wrong (a machine whose copy of the tree "
+                        "carries a stale .git)")
     args = p.parse_args(argv)
+    if args.commit is not None and not re.fullmatch(r"[0-9a-f]{40}", args.commit):
+        print(f"error: --commit={args.commit!r} is invalid (allowed: a full 40-hex-digit commit sha)", file=sys.stderr)
+        return 2
     if not args.report.is_file():
         print(f"error: report={str(args.report)!r} is not a file (allowed: a --conformance-report JSON)",
               file=sys.stderr)
         return 2
-    data = add(args.report, args.command, args.machine, args.out)
+    data = add(args.report, args.command, args.machine, args.out, commit=args.commit)
     for r in data["runs"]:
         counts = ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in r["kernels"].items())
         print(f"{r['machine']} {r['target']}: {counts}")
