@@ -4,7 +4,7 @@
 
 REPORT.json is a `--conformance-report` file of a suite run with `--conformance-plugin conformance.adapters.vllm`.
 `add` appends a run, or, for a target and machine already recorded, replaces the kernels the new report covers
-(their counts and failures) and keeps the others.
+(their counts and failures) and keeps the others (a report covering every kernel of the old run replaces it).
 The file's keys: `commit`, `clean` (benchmarks/provenance.py, of the tree that ran: the report's own commit when
 it names one), `vllm_version`, `runs` (command, machine, target, profile, seed, complete, and per kernel:
 cases, passed, failed, errors, skipped, run_modes) and `failures` (case id, kernel, target, outcome, detail,
@@ -63,16 +63,17 @@ def add(report_path: Path, command: str, machine: str, out: Path = OUT, commit: 
         run["report_commit"] = report.get("commit")  # what the run's own git said (a stale copy of the tree's .git)
     runs = data.get("runs", [])
     old = next((r for r in runs if r["target"] == run["target"] and r["machine"] == machine), None)
-    if old is not None:  # a later report of the same target and machine replaces the kernels it covers
-        run["kernels"] = {**old["kernels"], **kernels}
+    if old is not None and not set(old["kernels"]) <= set(kernels):  # a later report of the same target and
+        run["kernels"] = {**old["kernels"], **kernels}  # machine replaces the kernels it covers, keeps the others
         if old["command"] != command:
             run["command"] = f"{old['command']}; then, for {', '.join(kernels)}: {command}"
-        runs = [r for r in runs if r is not old]
-    runs.append(run)
+    runs = [r for r in runs if r is not old] + [run]
+    # a failure's own target may be a simulated one (the hybrid's gfx1100 on an H200): its run is named by run_target
     kept = [f for f in data.get("failures", [])
-            if not (f["target"] == run["target"] and f["machine"] == machine and f["kernel"] in kernels)]
+            if not (f.get("run_target", f["target"]) == run["target"] and f["machine"] == machine
+                    and f["kernel"] in kernels)]
     data = {"commit": ident["commit"], "clean": ident["clean"], "vllm_version": VLLM_VERSION, "runs": runs,
-            "failures": kept + [dict(f, machine=machine) for f in failures]}
+            "failures": kept + [dict(f, machine=machine, run_target=run["target"]) for f in failures]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
     return data
