@@ -95,9 +95,6 @@ def _write_kernel_costs(tr, config) -> None:
                       f"{doc['jit_compiles']} compiles, {doc['jit_seconds']} s in all)")
     for line in kernel_cost_lines(per_kernel, doc):
         tr.write_line(line)
-    workers = timeline.line(st.timeline.doc() if st.timeline else None)
-    if workers:
-        tr.write_line(workers)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -145,6 +142,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in throughput_lines(tp):
             tr.write_line(line)
     _write_kernel_costs(tr, config)
+    workers = timeline.line(st.timeline.doc() if st.timeline else None)  # where the wall went, per worker
+    if workers:
+        tr.write_line(workers)
     tr.write_sep("-", "selection ledger")
     for e in ledger(config):
         tr.write_line(f"{_class_label(e)}: selected {e['selected'] or 'NOTHING'}")

@@ -306,7 +306,7 @@ def test_bench_weight_is_seeded_symmetric_and_never_zero_scaled():
 
 
 # On a GPU the compiled baselines go through inductor, as the bench runs them there. On a CPU host inductor would
-# generate and build C++ (15-30 s cold on 2 cores: a tenth of the CI budget) for graphs the bench never times
+# generate and build C++ (tens of seconds cold on 2 cores) for graphs the bench never times
 # there; aot_eager runs the same dynamo capture and AOT autograd trace without the code generation.
 BASELINE_BACKEND = "inductor" if torch.cuda.is_available() else "aot_eager"
 
