@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from conformance.core import interpreter_fixes
+from conformance.core import interpreter_fixes, interpreter_speed
 from conformance.core.interpreter_fixes import interpreting  # the one definition; runtime.interpreting is public
 
 
@@ -18,11 +18,13 @@ def gpu_present() -> bool:
 
 
 def configure_triton() -> None:
-    """Use the interpreter when no GPU is present; under it, apply the interpreter numeric fixes."""
+    """Use the interpreter when no GPU is present; under it, apply the interpreter numeric fixes and skip the
+    interpreter's discarded overflow checks (conformance.core.interpreter_speed)."""
     if "TRITON_INTERPRET" not in os.environ and not gpu_present():
         os.environ["TRITON_INTERPRET"] = "1"
     if interpreting():
         interpreter_fixes.apply()
+        interpreter_speed.apply()
 
 
 def kernel_device() -> str:

@@ -165,6 +165,8 @@ def _env_rows(env: dict) -> list[tuple[str, str]]:
         if k == "interpreter_fixes":
             v = f"{'applied' if v.get('applied') else 'not applied'}: {v.get('reason')}" + (
                 "; " + "; ".join(v.get("patches", [])) if v.get("patches") else "")
+        elif k == "interpreter_speed":
+            v = v.get("reason")
         rows.append((k, "-" if v is None else str(v)))
     return rows
 

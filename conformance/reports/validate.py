@@ -72,7 +72,7 @@ def environment(target: Target, profile: str) -> dict:
     import torch
     import triton
 
-    from conformance.core import interpreter_fixes
+    from conformance.core import interpreter_fixes, interpreter_speed
     from conformance.core.runtime import interpreting
 
     here = detect_target()
@@ -91,6 +91,7 @@ def environment(target: Target, profile: str) -> dict:
         "simulated": target != here,
         "triton_mode": "interpreter (TRITON_INTERPRET=1)" if interpreting() else "device",
         "interpreter_fixes": interpreter_fixes.status(),
+        "interpreter_speed": interpreter_speed.status(),
         "git_commit": _git("rev-parse", "HEAD"),
         "git_dirty": bool(dirty) if dirty is not None else None,
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
