@@ -20,6 +20,7 @@ from conformance.core.tree import import_tree_package
 
 import_tree_package("conformance_bench")
 from conformance_bench import provenance, two_gpu  # noqa: E402
+from sample_runs import EMIT_FILE, SAMPLE_FILE, of_file, xdist_sample_run  # noqa: E402
 
 from references.errors import InvalidInput  # noqa: E402
 
@@ -68,52 +69,25 @@ def test_kernel_digest_follows_the_kernel_sources_and_tile_tables(tmp_path):
 # ------------------------------------------------------------------------------------------------
 # the suite recorder under two xdist workers on two simulated GPUs
 
-SAMPLE_TESTS = '''
-import pytest
-from conformance.core import results
-
-@pytest.mark.parametrize("i", range(4))
-def test_records(i):
-    results.record("triton_w4a16", "exact", "fail" if i == 2 else "pass", run_mode="interpreter",
-                   case_id=f"w4a16/triton_w4a16/M={i}", replay=f"python -m conformance repro {i}")
-    assert i != 2, "boom"
-
-def test_skipped():
-    pytest.skip("nothing here")
-
-@pytest.fixture
-def broken():
-    raise RuntimeError("setup broke")
-
-def test_setup_error(broken):
-    pass
-'''
-
-
 @pytest.fixture(scope="module")
 def pinned_run(tmp_path_factory):
-    """pytest -n 2 on a sample file, workers pinned to two simulated GPUs, with the recorder loaded."""
-    d = tmp_path_factory.mktemp("pinned")
-    (d / "test_sample.py").write_text(SAMPLE_TESTS)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), str(HERE)]))
-    env.pop("CUDA_VISIBLE_DEVICES", None)
-    env.pop("PYTEST_XDIST_WORKER", None)
-    cmd = [sys.executable, "-m", "pytest", "test_sample.py", "-n", "2", "-q", "-p", "no:cacheprovider",
-           "-p", "conformance.pytest_plugin", "-p", "benchmarks.suite_record", "-p", "fake_two_gpus",
-           "--suite-summary", str(d / "summary.json"), "--conformance-report", str(d / "records.json")]
-    digest = provenance.kernel_digest()  # before the run: what the summary must record
-    proc = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 1, proc.stdout[-3000:] + proc.stderr[-3000:]  # one failure, one error
-    summary = json.loads((d / "summary.json").read_text())
-    return dict(summary, expected_digest=digest), json.loads((d / "records.json").read_text())
+    """pytest -n 2 on sample files, workers pinned to two simulated GPUs, with the recorder loaded (the run
+    tests/unit/sample_runs.py shares with test_plugin.py); the summary and the records of both sample files."""
+    r = xdist_sample_run(tmp_path_factory)
+    # one failure and one error of test_sample.py; test_emit.py's tests all pass or skip
+    assert r["returncode"] == 1 and r["summary"] and r["report"], r["stdout"][-3000:] + r["stderr"][-3000:]
+    return dict(r["summary"], expected_digest=r["expected_digest"]), r["report"]
 
 
 def test_summary_counts_per_file_failing_case_ids_and_gpu_per_worker(pinned_run):
     summary, _ = pinned_run
-    assert summary["complete"] is True and summary["exitstatus"] == 1 and summary["collected"] == 6
-    assert summary["files"]["test_sample.py"] == {"passed": 3, "failed": 1, "skipped": 1, "error": 1,
-                                                  "xfailed": 0, "xpassed": 0}
+    assert summary["complete"] is True and summary["exitstatus"] == 1
+    assert summary["files"][SAMPLE_FILE] == {"passed": 3, "failed": 1, "skipped": 1, "error": 1,
+                                             "xfailed": 0, "xpassed": 0}
+    per_file = {f: sum(counts.values()) for f, counts in summary["files"].items()}
+    assert summary["collected"] == sum(per_file.values()) == 6 + per_file[EMIT_FILE], summary["files"]
     failing = {f["test"]: f for f in summary["failures"]}
+    assert {t.split("::")[0] for t in failing} == {SAMPLE_FILE}, failing
     rec = failing["test_sample.py::test_records[2]"]
     assert rec["status"] == "failed" and rec["case_ids"] == ["w4a16/triton_w4a16/M=2"]
     assert rec["replays"] == ["python -m conformance repro 2"] and "boom" in rec["message"]
@@ -121,7 +95,7 @@ def test_summary_counts_per_file_failing_case_ids_and_gpu_per_worker(pinned_run)
     assert "setup broke" in failing["test_sample.py::test_setup_error"]["message"]
     gpus = {w: info["gpu"] for w, info in summary["workers"].items()}
     assert gpus == {"gw0": {"CUDA_VISIBLE_DEVICES": "0"}, "gw1": {"CUDA_VISIBLE_DEVICES": "1"}}
-    assert sum(info["tests"] for info in summary["workers"].values()) == 6
+    assert sum(info["tests"] for info in summary["workers"].values()) == summary["collected"]
     assert summary["commit"] == provenance.code_identity()["commit"] and "clean" in summary
     assert summary["kernel_digest"] == summary["expected_digest"]
 
@@ -129,10 +103,10 @@ def test_summary_counts_per_file_failing_case_ids_and_gpu_per_worker(pinned_run)
 def test_every_record_names_its_worker_gpu_and_test(pinned_run):
     _, report = pinned_run
     recs = report["records"]
-    assert len(recs) == 4
+    assert len(of_file(recs, SAMPLE_FILE)) == 4 and len(of_file(recs, EMIT_FILE)) == 36 == len(recs) - 4
     for r in recs:
         assert r["gpu"] == {"CUDA_VISIBLE_DEVICES": r["worker"][-1]}, r  # gw0 -> GPU 0, gw1 -> GPU 1
-        assert r["test"].startswith("test_sample.py::test_records[")
+        assert r["test"].split("[")[0] in ("test_sample.py::test_records", "test_emit.py::test_records"), r
 
 
 def test_two_gpu_comparison_on_the_pinned_run(pinned_run, tmp_path):
@@ -141,10 +115,11 @@ def test_two_gpu_comparison_on_the_pinned_run(pinned_run, tmp_path):
     for r in one["records"]:
         r.update(worker="gw0", gpu={"CUDA_VISIBLE_DEVICES": "0"})
     doc = two_gpu.compare(one, multi)
-    assert doc["ok"] and doc["verdicts"]["same"] and doc["verdicts"]["compared"] == 4
+    assert doc["ok"] and doc["verdicts"]["same"] and doc["verdicts"]["compared"] == len(multi["records"]) == 40
     assert doc["pinning"]["gpus_used"] == ["0", "1"] and doc["pinning"]["workers"] == {"gw0": ["0"], "gw1": ["1"]}
     flipped = copy.deepcopy(one)
-    flipped["records"][0]["outcome"] = "fail"
+    passing = next(r for r in flipped["records"] if r["outcome"] == "pass")
+    passing["outcome"] = "fail"
     bad = two_gpu.compare(flipped, multi)
     assert not bad["ok"] and bad["verdicts"]["n_differ"] == 1
     assert bad["verdicts"]["differ"][0]["one_gpu"] == "fail" and bad["verdicts"]["differ"][0]["multi_gpu"] == "pass"
