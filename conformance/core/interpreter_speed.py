@@ -5,8 +5,9 @@ Triton's frontend guards every int32 (and narrower) add, sub and mul with an ove
 it recomputes the operation in int64, compares the result against the type's bounds and passes the
 condition to `device_assert`, which returns without doing anything unless `options.debug` is set. A GPU
 compile drops that dead code; the interpreter (TRITON_INTERPRET=1) executes it eagerly in numpy, on whole
-tiles, for every index computation of every program: about 40% of an interpreted triton_w4a16 call on
-the CI CPU (benchmarks/probes/interpreter_sanitizer.py records the measurement). The interpreter's
+tiles, for every index computation of every program: about a third of the CPU time of triton_w4a16's first
+CI-plan rows on the CI CPU (benchmarks/probes/interpreter_sanitizer.py measures it; its record is
+benchmarks/results/interpreter_sanitizer.json). The interpreter's
 builder is built with `InterpreterOptions()`, whose `debug` is False, so no such assert can ever fire
 there: the checks cost time and change nothing.
 
