@@ -8,7 +8,8 @@ re-exports the hooks and fixtures):
 - state: the run state, records attached to reports and merged on the controller, session start/end;
 - report: the JSON report and what it summarizes;
 - crash: crashed xdist workers and hangs Python cannot interrupt;
-- summary: the terminal summary.
+- summary: the terminal summary;
+- heap: the garbage collector's permanent generation for what exists once the session started and collected.
 
 Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile, --conformance-case,
 --conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed,

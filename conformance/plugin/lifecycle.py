@@ -58,6 +58,10 @@ def pytest_configure(config):
     jit_mode = jit.install()  # after the kernels loaded (TRITON_INTERPRET is decided then), before any test
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
+    from conformance.plugin import heap
+
+    if not config.pluginmanager.is_registered(heap):
+        config.pluginmanager.register(heap, "conformance-heap")  # gc.freeze() once started and collected
     st.threads, st.threads_undo = thread_info, thread_undo
     st.jit_mode = jit_mode
     xdist_hooks.register(config)
