@@ -29,6 +29,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+# one worker for this module's tests under --dist loadgroup (the plugin's choice on a GPU host): each worker that
+# runs one of them builds the module's `runs` fixture, two subprocess runs (on an H200 the four tests ran on four
+# workers, each paying the runs)
+pytestmark = pytest.mark.xdist_group("determinism")
 KERNELS = "torch_dequant_w4a16,fp8_group_quant_native,fp8_group_quant_cuda"
 TIERS = ("exact", "statistical")
 SUITES = ["conformance/suite/test_w4a16_suite.py", "conformance/suite/test_fp8_suite.py",
