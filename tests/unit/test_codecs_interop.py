@@ -3,8 +3,6 @@ pack-quantized compressor must write exactly the tensors we write, and each side
 from __future__ import annotations
 
 import functools
-import sys
-from pathlib import Path
 
 import pytest
 import torch
@@ -17,25 +15,12 @@ from references.codecs import compressed_tensors as ct
 from references.scalar_types import scalar_type
 from references.weight import CanonicalWeight
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _import_without_repo_kernels(name: str):
-    """importorskip `name` with our repo root hidden from sys.path: transformers (pulled in by compressed-tensors)
-    probes for the PyPI `kernels` package by importing `kernels`, and would otherwise import our kernels/ dir."""
-    hidden = [p for p in sys.path if Path(p or ".").resolve() == REPO]
-    sys.path[:] = [p for p in sys.path if p not in hidden]
-    try:
-        return pytest.importorskip(name)
-    finally:
-        sys.path[:0] = hidden
-
 
 @functools.cache
 def _lib(part: str):
     """compressed_tensors.`part`, imported at first use, in a test (a missing library skips that test): importing
     compressed-tensors costs ~6 s (it pulls in transformers), which every xdist worker would pay at collection."""
-    return _import_without_repo_kernels(f"compressed_tensors.{part}")
+    return pytest.importorskip(f"compressed_tensors.{part}")
 
 
 def helpers():

@@ -1,43 +1,82 @@
-"""Our kernels/ directory, reached as `kernels` through the repo root on sys.path, must stay inert, so that
-third-party probes for the PyPI `kernels` package (transformers imports it to read a version) neither
-register our kernels twice nor mistake it for the real package."""
+"""`import kernels` with the repository root first on sys.path (as `python -m pytest` puts it) gives the installed
+PyPI package `kernels` when there is one and ModuleNotFoundError when there is none; our kernels/ directory still
+registers its kernels once, under `conformance_kernels`. Checked with a scratch "real" package (always), with no
+package at all (a scratch sys.path), and with the PyPI package itself where it is installed (the interop extra
+brings it: compressed-tensors -> transformers -> kernels)."""
+import importlib.metadata
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_import_as_kernels_is_inert_and_registry_still_loads():
+def _run(code: str, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, *flags, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_scratch_real_package_wins_and_registry_loads_once(tmp_path):
+    site = tmp_path / "site"
+    (site / "kernels").mkdir(parents=True)
+    (site / "kernels" / "__init__.py").write_text("__version__ = 'scratch'\nfrom kernels import hub\n")
+    (site / "kernels" / "hub.py").write_text("def get_kernel(name):\n    return name\n")
     code = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        f"import sys; sys.path[:0] = [{str(ROOT)!r}, {str(site)!r}]\n"
         "import kernels\n"
-        "assert not hasattr(kernels, '__version__')\n"
-        "assert not [m for m in sys.modules if m.startswith('kernels.')], 'kernels.* submodules imported'\n"
+        "assert kernels.__version__ == 'scratch', kernels.__file__\n"
+        "assert kernels.hub.get_kernel('x') == 'x' and sys.modules['kernels'] is kernels\n"
         "from conformance import registry\n"
         "registry.load_all()\n"
         "names = [k.name for k in registry.all_kernels()]\n"
         "assert 'triton_w4a16' in names and 'torch_dequant_w4a16' in names, names\n"
-        "assert all(type(k).__module__.startswith('conformance_kernels.') for k in registry.all_kernels()\n"
-        "           if type(k).__module__.split('.')[0] in ('kernels', 'conformance_kernels'))\n"
+        "assert len(names) == len(set(names)), names\n"
+        "mods = {type(k).__module__ for k in registry.all_kernels()}\n"
+        "assert not [m for m in mods if m.split('.')[0] == 'kernels'], mods\n"
+        "assert sys.modules['kernels'] is kernels\n"
         "print('OK')\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    r = _run(code)
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
 
 
-def test_transformers_probe_sees_no_kernels_package():
-    """transformers' is_kernels_available() must say False with our repo root first on sys.path."""
+def test_no_package_means_not_installed():
+    """No site-packages (-S, -I): `import kernels` raises ModuleNotFoundError naming it and leaves nothing behind."""
     code = (
         f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
         "try:\n"
-        "    from transformers.utils.import_utils import is_kernels_available\n"
-        "except ImportError:\n"
-        "    print('SKIP'); raise SystemExit(0)\n"
-        "assert is_kernels_available() is False\n"
-        "assert not [m for m in sys.modules if m.startswith('kernels.')]\n"
+        "    import kernels\n"
+        "except ModuleNotFoundError as e:\n"
+        "    assert e.name == 'kernels', e.name\n"
+        "else:\n"
+        "    raise SystemExit(f'imported {kernels!r}')\n"
+        "assert 'kernels' not in sys.modules\n"
         "print('OK')\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    assert "OK" in r.stdout or "SKIP" in r.stdout
+    r = _run(code, "-S", "-I")
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
+
+
+def test_pypi_kernels_package_wins_where_installed():
+    try:
+        version = importlib.metadata.version("kernels")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the PyPI package `kernels` is not installed here (the interop extra brings it)")
+    code = (
+        f"import os, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import kernels\n"
+        f"assert not os.path.realpath(kernels.__file__).startswith({str(ROOT.resolve()) + '/'!r}), kernels.__file__\n"
+        f"assert kernels.__version__ == {version!r}, kernels.__version__\n"
+        "assert callable(kernels.get_kernel)\n"
+        "try:\n"
+        "    from transformers.utils.import_utils import is_kernels_available\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "else:\n"
+        "    assert is_kernels_available() is True\n"
+        "print('OK')\n"
+    )
+    r = _run(code)
+    assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr
