@@ -5,7 +5,7 @@ in the exact and the statistical tier.
 The table picks the kernel path by M (GEMV, magic swap_ab dot, dequant_mm, ...), and the suite's hypothesis
 draws (M <= 40 in the CI profile) reach only some rows; a tuned table that routes M=256 to a broken path
 would pass the rest of the suite. On CPU this checks the interpreter table at small shapes; on a GPU the
-table in use there (the measured sm90 one on an H200) at N = K = 2048 (both tiers). Each case also
+table in use there (the measured sm90 one on an H200) at N = K = 1024 (both tiers). Each case also
 asserts that the launch really took that row's path.
 """
 from __future__ import annotations
@@ -37,9 +37,10 @@ def _table(planar: bool):
     if dev == "cpu":
         kind, N, K = "interpreter", 128, 256  # 2 groups of 128, 2 K tiles: every path, at interpreter cost
     else:
-        # 2048: every row's tiles run full-size (N and K span many blocks and splits); at 4096 x 4096 no GPU test
-        # finished within 140 s on an H200 (8 workers; not profiled: weight generation and fp64 references grow 4x)
-        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), 2048, 2048
+        # 1024: every row's tiles run full-size, with at least two blocks along N and along K (the largest tiles are
+        # 256 x 128; test_gpu_shape_spans_several_tiles checks it); at 2048 the weights, codecs and fp64 references on
+        # the host made each item ~6 s on an H200 worker (gpu_ci.json), most of the warm suite's busy time
+        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), 1024, 1024
     return kind, effective_rows(tw.TILE_TABLE[kind], tw.PLANAR_TABLE.get(kind, []) if planar else []), N, K
 
 
@@ -79,13 +80,22 @@ def test_row_ms_covers_each_row_and_both_ends_of_the_catch_all():
 KERNELS = ("triton_w4a16", "triton_w4a16_actorder")  # one GEMM, one table
 
 
+@pytest.mark.parametrize("planar", [False, True])
+def test_shape_spans_several_tiles(planar):
+    """On a GPU the rows run full-size and tiled: N and K hold at least two of every row's largest N and K blocks."""
+    kind, rows, N, K = _table(planar)
+    if kind == "interpreter":
+        pytest.skip("the interpreter's shape is sized for its cost (fit_tiles shrinks the blocks to it)")
+    assert N >= 2 * max(cfg.block_n for _, cfg in rows) and K >= 2 * max(cfg.block_k for _, cfg in rows), (N, K)
+
+
 def _row_cases(kernel_name: str) -> tuple:
     """(table kind, N, K, [(M, row), ...]) for `kernel_name` on the device the kernel runs on here."""
     kind, rows, N, K = _table(kernel_name in PLANAR_KERNELS)
     return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else 1024)
 
 
-# one test item per (kernel, row): on a GPU a row costs seconds at N = K = 2048 (weights and fp64 references on the
+# one test item per (kernel, row): on a GPU a row costs seconds at N = K = 1024 (weights and fp64 references on the
 # host), so the rows spread over the xdist workers instead of one worker running a whole table
 ROWS = {name: _row_cases(name) for name in KERNELS}
 ROW_PARAMS = [pytest.param(name, i, id=f"{name}-row{i}-M{M}") for name in KERNELS
