@@ -41,15 +41,18 @@ def read_lock(text: str) -> dict:
     return pins
 
 
-def version_moves(locked: dict, installed: dict) -> dict:
+def version_moves(locked: dict, installed: dict, local: dict | None = None) -> dict:
     """What moved from the lock: {"changed": {name: {"lock", "latest"}}, "added": {name: version}, "removed": [...]}.
-    Names are canonical; packages the lock leaves out on purpose (torch, triton, pip, the project) are not added."""
+    `installed`: what the venv sees (its own packages and the system's, under --system-site-packages); `local`: its
+    own only (default: all of `installed`), the only place an added package can come from. Names are canonical;
+    packages the lock leaves out on purpose (torch, triton, pip, the project) are not added."""
     installed = {canonical(k): v for k, v in installed.items()}
+    local = installed if local is None else {canonical(k): v for k, v in local.items()}
     unlocked = {"torch", "triton", "pip", "quant-kernel-conformance"}
     return {
         "changed": {n: {"lock": v, "latest": installed[n]} for n, v in sorted(locked.items())
                     if n in installed and installed[n] != v},
-        "added": {n: v for n, v in sorted(installed.items()) if n not in locked and n not in unlocked},
+        "added": {n: v for n, v in sorted(local.items()) if n not in locked and n not in unlocked},
         "removed": sorted(n for n in locked if n not in installed),
     }
 
@@ -85,9 +88,9 @@ def _setup(venv: Path, lane: str) -> float:
     return round(time.monotonic() - t0, 1)
 
 
-def _installed(venv: Path) -> dict:
-    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json"], capture_output=True,
-                         text=True, check=True, env=_venv_env(venv)).stdout
+def _installed(venv: Path, *flags: str) -> dict:
+    out = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "list", "--format=json", *flags],
+                         capture_output=True, text=True, check=True, env=_venv_env(venv)).stdout
     return {p["name"]: p["version"] for p in json.loads(out)}
 
 
@@ -124,7 +127,8 @@ def main(argv=None) -> int:
             lock_venv = tmp / "lock"
             setup_s["lock"] = _setup(lock_venv, "lock")
         setup_s["latest"] = _setup(tmp / "latest", "latest")
-        moves = version_moves(read_lock(LOCK.read_text()), _installed(tmp / "latest"))
+        latest = tmp / "latest"
+        moves = version_moves(read_lock(LOCK.read_text()), _installed(latest), _installed(latest, "--local"))
         runs = {lane: _tests(v, tmp / f"{lane}.xml") for lane, v in (("lock", lock_venv), ("latest", tmp / "latest"))}
     changes = verdict_changes(runs["lock"].pop("verdicts"), runs["latest"].pop("verdicts"))
     date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

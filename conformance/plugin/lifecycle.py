@@ -58,10 +58,13 @@ def pytest_configure(config):
     jit_mode = jit.install()  # after the kernels loaded (TRITON_INTERPRET is decided then), before any test
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
+    from conformance.plugin import exit as fast_exit
     from conformance.plugin import heap
 
     if not config.pluginmanager.is_registered(heap):
         config.pluginmanager.register(heap, "conformance-heap")  # gc.freeze() once started and collected
+    if not config.pluginmanager.is_registered(fast_exit):
+        config.pluginmanager.register(fast_exit, "conformance-exit")  # an xdist worker skips finalization at exit
     st.threads, st.threads_undo = thread_info, thread_undo
     st.jit_mode = jit_mode
     xdist_hooks.register(config)

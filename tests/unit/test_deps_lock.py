@@ -38,7 +38,9 @@ def test_setup_refuses_an_unknown_lane():
 def test_version_moves_and_verdict_changes():
     locked = drift.read_lock("numpy==2.4.6\n    # via x\nPyYAML==6.0.4\nzeta==1.0 ; python_version<'3.12'\n")
     assert locked == {"numpy": "2.4.6", "pyyaml": "6.0.4", "zeta": "1.0"}
-    moves = drift.version_moves(locked, {"numpy": "2.5.0", "PyYAML": "6.0.4", "torch": "2.13.0", "new_pkg": "0.1"})
+    seen = {"numpy": "2.5.0", "PyYAML": "6.0.4", "torch": "2.13.0", "new_pkg": "0.1", "system-only": "1.0"}
+    local = {"numpy": "2.5.0", "torch": "2.13.0", "new_pkg": "0.1"}  # PyYAML and system-only: the system's site
+    moves = drift.version_moves(locked, seen, local)
     assert moves == {"changed": {"numpy": {"lock": "2.4.6", "latest": "2.5.0"}}, "added": {"new-pkg": "0.1"},
                      "removed": ["zeta"]}
     xml = ("<testsuites><testsuite>"
