@@ -10,7 +10,8 @@ re-exports the hooks and fixtures):
 - crash: crashed xdist workers and hangs Python cannot interrupt;
 - summary: the terminal summary;
 - heap: the garbage collector's permanent generation for what exists once the session started and collected.
-- exit: an xdist worker whose session finished leaves with os._exit, skipping the interpreter's finalization.
+- exit: a finished xdist worker or pytest command-line process leaves with os._exit, skipping the interpreter's
+  finalization (with the exit status pytest would return).
 
 Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile, --conformance-case,
 --conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed,
