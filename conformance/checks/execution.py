@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.checks import timeout, tolerance
+from conformance.checks import guard, tolerance
 from conformance.core.bits import bits_equal
 from conformance.core.kernel import RunContext, kernel_call, kernel_load
 from conformance.core.targets import Target
@@ -226,18 +226,19 @@ class Execution:
         return RunContext(detect_target() if self.target is None else self.target, self.device, self.mode)
 
     def load(self, source, *v1_args):
-        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called.
-        A kernel that already ran past the time limit in this process is not loaded: timeout.EarlierHang."""
-        timeout.refuse_if_hung(self.kernel.name)
-        return kernel_load(self.kernel, source, self.ctx if self.kernel.api_version != 1 else None, *v1_args)
+        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called;
+        one guarded call (conformance.checks.guard: the time limit, a stopped kernel refused at once)."""
+        with guard.guarded(self.kernel, "load", mode=self.mode):
+            return kernel_load(self.kernel, source, self.ctx if self.kernel.api_version != 1 else None, *v1_args)
 
     def call(self, operands, x):
         """The kernel's apply (or model, in model mode) under NaN-filled, guarded allocations (a write into a guard
-        band raises OutOfBoundsWrite) and the per-case time limit (conformance.checks.timeout: past it, CaseTimeout
-        is raised; once a kernel has timed out in this process, its later calls raise EarlierHang at once); the raw
+        band raises OutOfBoundsWrite), as one guarded call (conformance.checks.guard: the per-case time limit, past
+        it CaseTimeout; a kernel stopped in this run, by an earlier hang or crashes, refused at once); the raw
         output."""
         ctx = self.ctx if self.kernel.api_version != 1 else None
-        with nan_filled_allocations(), guarded_allocations(), timeout.deadline(key=self.kernel.name):
+        what = "model" if self.mode == "model" else "apply"
+        with nan_filled_allocations(), guarded_allocations(), guard.guarded(self.kernel, what, mode=self.mode):
             return kernel_call(self.kernel, operands, x, ctx, model=self.mode == "model")
 
     to_cpu = staticmethod(to_cpu)
