@@ -193,10 +193,21 @@ def guarded_allocations():
             raise OutOfBoundsWrite(problem)
 
 
+class KernelOutputError(TypeError):
+    """The kernel returned something that is not a tensor with data (None, a number, a meta tensor): the case's
+    error, said in one line instead of the AttributeError reading it would raise."""
+
+
 def to_cpu(out):
-    """The output (a tensor or a tuple/list of them) detached on the CPU."""
+    """The output (a tensor or a tuple/list of them) detached on the CPU; anything else raises KernelOutputError."""
     if isinstance(out, (tuple, list)):
         return type(out)(to_cpu(o) for o in out)
+    if not isinstance(out, torch.Tensor):
+        raise KernelOutputError(f"the kernel returned {type(out).__name__} ({str(out)[:60]}); allowed: a "
+                                "torch.Tensor (or a tuple of them)")
+    if out.device.type == "meta":
+        raise KernelOutputError(f"the kernel returned a tensor on the meta device ({out.dtype} {list(out.shape)}: "
+                                "no data); allowed: a tensor on the device it ran on, or the CPU")
     return out.detach().cpu()
 
 
