@@ -166,7 +166,7 @@ def load_plugin(module: str) -> None:
 
 def _why(e: BaseException) -> str:
     """`TYPE: message` on one line (an ExitCalled says which exit the module called)."""
-    return f"{type(e).__name__}: {' '.join(str(e).split())[:300]}"
+    return f"{type(e).__name__}: {' '.join(str(e).splitlines())[:300]}"
 
 
 NO_ENTRY_POINTS_ENV = "CONFORMANCE_NO_ENTRY_POINTS"  # "1": do not discover entry-point plugins
