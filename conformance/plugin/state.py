@@ -150,6 +150,15 @@ def _note_throughput(st: _State, report, recs: list[dict]) -> None:
             seconds[name] += report.duration * n / len(judged)
 
 
+def _registered_gate_faults() -> dict[str, str]:
+    """This process's gate faults of kernels still registered at the end of the session (a test that registers a
+    misbehaving kernel on purpose, and unregisters it, is not the run's fault)."""
+    from conformance.core import registry
+
+    names = {k.name for k in registry.all_kernels()}
+    return {k: r for k, r in registry.gate_faults().items() if k in names}
+
+
 def tested_gate_faults(config) -> dict[str, str]:
     """{kernel: reason} of the kernels under test (--conformance-kernels, else all) whose gate raised in this run."""
     st: _State = config._conformance
@@ -188,17 +197,17 @@ def pytest_collection_finish(session):
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     st: _State = config._conformance
-    from conformance.core import registry, results
+    from conformance.core import results
 
     leftovers = results.records()[st.attached:]  # recorded outside any test (e.g. session fixtures)
     st.attached += len(leftovers)
     if _is_worker(config):
         config.workeroutput[_RECORDS_ATTR] = json.dumps(leftovers)
         config.workeroutput[_PRODUCED_KEY] = st.attached  # the controller checks its merge against this count
-        config.workeroutput[GATE_FAULTS_KEY] = registry.gate_faults()
+        config.workeroutput[GATE_FAULTS_KEY] = _registered_gate_faults()
         return
     st.records.extend(leftovers)
-    for kernel, reason in registry.gate_faults().items():
+    for kernel, reason in _registered_gate_faults().items():
         st.gate_faults.setdefault(kernel, reason)
     st.interrupted = st.interrupted or exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR) \
         or bool(session.shouldstop) or bool(session.shouldfail)
