@@ -378,7 +378,8 @@ def gate_fp8(kernel, x: torch.Tensor, out, group_size: int, fp8_dtype: str, para
     fam = get_family(kernel.family)
     config = fam.config_type(group_size=group_size, dtype=dtype_name(x.dtype), fp8_dtype=fp8_dtype,
                              hidden=x.shape[-1])
-    from conformance.core.kernel import kernel_load
+    from conformance.checks import guard
 
-    g = fam.grade(kernel, config, x, out, kernel_load(kernel, config) if params is None else params, "statistical")
+    g = fam.grade(kernel, config, x, out, guard.call(kernel, "load", config) if params is None else params,
+                  "statistical")
     return Gate(g.ok, g.detail, g.metrics)

@@ -25,9 +25,10 @@ from pathlib import Path
 import torch
 from conformance_bench import bench, provenance
 
+from conformance.checks import guard
 from conformance.core import registry
 from conformance.core.dtypes import torch_dtype
-from conformance.core.kernel import RunContext, kernel_call, kernel_load
+from conformance.core.kernel import RunContext, kernel_call
 from conformance.core.targets import Target, detect_target
 from conformance.families import all_families, get_family
 
@@ -312,7 +313,7 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
     for k in kernels:
         try:
             def reload(k=k):
-                return _move(kernel_load(k, ckpt, _ctx(k, target, device), config), device)
+                return _move(guard.call(k, "load", ckpt, _ctx(k, target, device), config), device)
 
             ops = reload()
             loaded[k.name] = (k, _sets(ops, _nbytes(ops), l2, reload))
@@ -337,7 +338,7 @@ def _w4a16_shape(fam, opts, shape: bench.Shape, device, target, timer, ceil, row
         for name, (k, sets) in loaded.items():
             row = _row(fam.name, name, shape.name, M, N, K, "ok")
             try:
-                y = kernel_call(k, sets[0], x, _ctx(k, target, device))
+                y = guard.call(k, "apply", sets[0], x, _ctx(k, target, device), mode="device")  # gated once, guarded
                 _sync(device)
                 gate = bench.gate_w4a16(k, config, y, y_ref, S, R, K, act)
             except Exception as ex:  # noqa: BLE001
@@ -462,7 +463,7 @@ def _fp8(fam, opts, device, target, timer, ceil, rows, compile_rows) -> None:
                                fp8_dtype=("float8_e4m3fn",), ue8m0=(False,), column_major_scales=(False,))
     kernels, skipped = _kernels(opts, fam.name, config, target)
     rows += [dict(r, shape=f"{hidden}/g{group}", N=hidden, K=group) for r in skipped]
-    params = {k.name: kernel_load(k, config, _ctx(k, target, device)) for k in kernels}
+    params = {k.name: guard.call(k, "load", config, _ctx(k, target, device)) for k in kernels}
     native = next((k for k in kernels if k.name == "fp8_group_quant_native"), None)
     l2 = _l2_bytes(device)
     for T in opts.fp8_tokens:

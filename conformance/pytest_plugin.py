@@ -73,6 +73,7 @@ from conformance.plugin.state import (  # noqa: F401
     _note_throughput,
     _State,
     _worker_id,
+    pytest_collection_finish,
     pytest_runtest_logreport,
     pytest_runtest_makereport,
     pytest_sessionfinish,

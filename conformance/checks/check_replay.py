@@ -13,7 +13,7 @@ a GEMM) raises InvalidInput: a bad id.
 from __future__ import annotations
 
 from conformance.cases.check_ids import CheckCase
-from conformance.checks import contracts, fusion, timeout
+from conformance.checks import contracts, fusion, guard, timeout
 from conformance.checks.harness import Verdict, _execution
 from conformance.core import registry
 from conformance.core.targets import detect_target
@@ -72,7 +72,8 @@ def run_check_case(cc: CheckCase, kernel=None) -> Verdict:
     v.run_mode = (_execution(k, detect_target())[0] or "model") if cc.check == "fusion" else contracts.op_run_mode(k)
     timeout.set_current(case_id=v.case_id, kernel=v.kernel, check=v.check, replay=v.replay, family=cc.family)
     try:
-        with timeout.deadline(key=k.name):  # repro's --timeout: a hung check is this id's error verdict
+        # one guarded call (repro's --timeout: a hung check is this id's error verdict)
+        with guard.guarded(k, cc.check, case_id=v.case_id, replay=v.replay, check=v.check, mode=v.run_mode):
             detail = _run(k, cc)
         v.outcome, v.detail = "pass", f"{v.check} holds"
         v.metrics = detail if isinstance(detail, dict) else {"checked": detail}  # what the check saw, as repro prints

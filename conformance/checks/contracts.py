@@ -182,8 +182,12 @@ def accepts(kernel: Kernel, spec: dict) -> bool:
 
 
 def build_sample(kernel: Kernel, spec: dict) -> Sample:
-    """Operands through the kernel's own load and seeded activations (`Family.contract_inputs`)."""
-    operands, x = get_family(kernel.family).contract_inputs(kernel, spec)
+    """Operands through the kernel's own load and seeded activations (`Family.contract_inputs`, one guarded call:
+    conformance.checks.guard)."""
+    from conformance.checks import guard
+
+    with guard.guarded(kernel, "load"):
+        operands, x = get_family(kernel.family).contract_inputs(kernel, spec)
     return _on_kernel_device(Sample(operands, x, dict(spec)))
 
 
@@ -273,8 +277,10 @@ class _OpRecorder(TorchDispatchMode):
 
 def capture_op_call(kernel: Kernel, sample: Sample) -> tuple[Any, OpCall]:
     """Run kernel.apply for real; return its result and the one dispatcher call of kernel.op it made."""
+    from conformance.checks import guard
+
     op = op_overload(kernel)
-    with _OpRecorder(op) as rec:
+    with _OpRecorder(op) as rec, guard.guarded(kernel, "apply"):
         y = kernel_call(kernel, sample.operands, sample.x)  # API v1 or v2 alike
     if len(rec.calls) != 1:
         raise ContractFailure(f"kernel={kernel.name}: apply() called {op} {len(rec.calls)} times through the "
@@ -546,9 +552,13 @@ def check_compile_boundary(kernel: Kernel, sample: Sample, prefill_m: int | None
     leaves = tensor_leaves(sample.operands)
     pre_in, dec_in = [pre.x, *leaves], [dec.x, *leaves]
 
-    y_pre_eager = f(*pre_in)
+    from conformance.checks import guard
+
+    with guard.guarded(kernel, "apply"):  # timed: the check around it leaves the compile untimed
+        y_pre_eager = f(*pre_in)
     cfg_pre_eager = last_launch(kernel)
-    y_dec_eager = f(*dec_in)
+    with guard.guarded(kernel, "apply"):
+        y_dec_eager = f(*dec_in)
     cfg_dec_eager = last_launch(kernel)
 
     try:
@@ -644,12 +654,23 @@ def replay_line(case_id: str | None, kernel) -> str:
 
 def run_check(check: str, kernel: Kernel, fn: Callable[[], Any], run_mode: str | None = None,
               case_id: str | None = None) -> dict:
-    """Run one check, record pass/fail/error with timing, and re-raise failures for pytest. A failure's record
-    carries its check id (`case_id`, else the one the exception carries: names_its_input) and replay line, as a
-    case's record does; a ContractFailure's message gains the replay line."""
+    """Run one check as one guarded call of the kernel (conformance.checks.guard: time limit, crash breaker, exits),
+    record pass/fail/error with timing, and re-raise failures for pytest. A failure's record carries its check id
+    (`case_id`, else the one the exception carries: names_its_input) and replay line, as a case's record does; a
+    ContractFailure's message gains the replay line. A hang or a stopped kernel (timeout.CaseTimeout) is an `error`
+    record too, then propagates."""
+    from conformance.checks import guard, timeout
+
     t0 = time.perf_counter()
     try:
-        detail = fn()
+        # the compile-boundary check's own inductor compile is not the kernel's time: its kernel calls are timed
+        with guard.guarded(kernel, check, case_id=case_id, replay=replay_line(case_id, kernel), check=check,
+                           mode=run_mode, timed=check != "compile_boundary"):
+            detail = fn()
+    except timeout.CaseTimeout as e:
+        results.record(kernel.name, check, "error", run_mode=run_mode, case_id=case_id, detail=str(e),
+                       replay=replay_line(case_id, kernel), metrics={"seconds": round(time.perf_counter() - t0, 3)})
+        raise
     except Exception as e:
         cid = case_id or failure_case_id(e)
         replay = replay_line(cid, kernel)
@@ -659,6 +680,8 @@ def run_check(check: str, kernel: Kernel, fn: Callable[[], Any], run_mode: str |
                        metrics={"seconds": round(time.perf_counter() - t0, 3)})
         if failed and replay and e.args and isinstance(e.args[0], str) and "replay: " not in e.args[0]:
             e.args = (f"{e.args[0]} -- replay: {replay}", *e.args[1:])
+        if isinstance(e, guard.StickyDeviceError):
+            guard.retire({"kernel": kernel.name, "check": check, "case_id": cid, "detail": str(e), "replay": replay})
         raise
     results.record(kernel.name, check, "pass", run_mode=run_mode, case_id=case_id, detail=str(detail),
                    replay=replay_line(case_id, kernel), metrics={"seconds": round(time.perf_counter() - t0, 3)})

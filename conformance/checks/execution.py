@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.checks import timeout, tolerance
+from conformance.checks import guard, tolerance
 from conformance.core.bits import bits_equal
 from conformance.core.kernel import RunContext, kernel_call, kernel_load
 from conformance.core.targets import Target
@@ -193,10 +193,21 @@ def guarded_allocations():
             raise OutOfBoundsWrite(problem)
 
 
+class KernelOutputError(TypeError):
+    """The kernel returned something that is not a tensor with data (None, a number, a meta tensor): the case's
+    error, said in one line instead of the AttributeError reading it would raise."""
+
+
 def to_cpu(out):
-    """The output (a tensor or a tuple/list of them) detached on the CPU."""
+    """The output (a tensor or a tuple/list of them) detached on the CPU; anything else raises KernelOutputError."""
     if isinstance(out, (tuple, list)):
         return type(out)(to_cpu(o) for o in out)
+    if not isinstance(out, torch.Tensor):
+        raise KernelOutputError(f"the kernel returned {type(out).__name__} ({str(out)[:60]}); allowed: a "
+                                "torch.Tensor (or a tuple of them)")
+    if out.device.type == "meta":
+        raise KernelOutputError(f"the kernel returned a tensor on the meta device ({out.dtype} {list(out.shape)}: "
+                                "no data); allowed: a tensor on the device it ran on, or the CPU")
     return out.detach().cpu()
 
 
@@ -226,18 +237,19 @@ class Execution:
         return RunContext(detect_target() if self.target is None else self.target, self.device, self.mode)
 
     def load(self, source, *v1_args):
-        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called.
-        A kernel that already ran past the time limit in this process is not loaded: timeout.EarlierHang."""
-        timeout.refuse_if_hung(self.kernel.name)
-        return kernel_load(self.kernel, source, self.ctx if self.kernel.api_version != 1 else None, *v1_args)
+        """The kernel's load: v2 load(source, ctx); v1 load(source, *v1_args), as v1 kernels were always called;
+        one guarded call (conformance.checks.guard: the time limit, a stopped kernel refused at once)."""
+        with guard.guarded(self.kernel, "load", mode=self.mode):
+            return kernel_load(self.kernel, source, self.ctx if self.kernel.api_version != 1 else None, *v1_args)
 
     def call(self, operands, x):
         """The kernel's apply (or model, in model mode) under NaN-filled, guarded allocations (a write into a guard
-        band raises OutOfBoundsWrite) and the per-case time limit (conformance.checks.timeout: past it, CaseTimeout
-        is raised; once a kernel has timed out in this process, its later calls raise EarlierHang at once); the raw
+        band raises OutOfBoundsWrite), as one guarded call (conformance.checks.guard: the per-case time limit, past
+        it CaseTimeout; a kernel stopped in this run, by an earlier hang or crashes, refused at once); the raw
         output."""
         ctx = self.ctx if self.kernel.api_version != 1 else None
-        with nan_filled_allocations(), guarded_allocations(), timeout.deadline(key=self.kernel.name):
+        what = "model" if self.mode == "model" else "apply"
+        with nan_filled_allocations(), guarded_allocations(), guard.guarded(self.kernel, what, mode=self.mode):
             return kernel_call(self.kernel, operands, x, ctx, model=self.mode == "model")
 
     to_cpu = staticmethod(to_cpu)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 from conformance.cases.ids import Case
-from conformance.checks import timeout
+from conformance.checks import guard, timeout
 from conformance.checks.execution import Execution, OutOfBoundsWrite, nan_filled_allocations  # noqa: F401 - re-exported
 from conformance.core import registry, results
 from conformance.core.targets import Target, detect_target, parse_target
@@ -116,7 +116,7 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
         case = case.with_kernel(k.name)
     t = parse_target(target) if isinstance(target, str) else target
     v = Verdict(case.id, k.name, case.tier, "skip", None, replay=replay_command(case.id, t, k.name))
-    timed_out = None
+    timed_out = sticky = None
     config = case.config()
     refusal = k.can_implement(config, t)
     # kernels that dispatch on the runtime shape (the hybrid's HIP GEMV vs Triton skinny) say per call
@@ -141,14 +141,18 @@ def run_case(case: Case, kernel=None, target="cpu", *, check_determinism: bool =
                 v.detail += f" (model run: {why})" if why else " (model run)"
         except OutOfBoundsWrite as e:  # a write into a guard band is a wrong answer, not a crash
             v.outcome, v.metrics, v.detail = "fail", {"out_of_bounds_write": True}, str(e)
-        except timeout.CaseTimeout as e:  # a hung kernel: this case's error verdict, recorded below
+        except timeout.CaseTimeout as e:  # a hung (or stopped) kernel: this case's error verdict, recorded below
             v.outcome, v.detail, e.verdict, timed_out = "error", str(e), v, e
+        except guard.StickyDeviceError as e:  # this case's error; the process is retired once it is recorded
+            v.outcome, v.detail, sticky = "error", str(e), e
         except Exception as e:  # noqa: BLE001 - a raising kernel is a verdict, reported with its case id
             v.outcome = "error"
             v.detail = f"{type(e).__name__}: {' '.join(str(e).split())[:500]}"
     if record:
         results.record(v.kernel, v.check, v.outcome, run_mode=v.run_mode, case_id=v.case_id, metrics=v.metrics,
                        detail=v.detail, replay=v.replay, family=case.family, target=str(t))
+    if sticky is not None:
+        guard.retire(dict(v.to_dict(), family=case.family, target=str(t)))
     if timed_out is not None and timeout.propagates():
         raise timed_out  # BaseException: the test fails now, hypothesis neither shrinks nor replays it
     return v

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.core.kernel import kernel_call, kernel_load
+from conformance.core.kernel import kernel_call
 from conformance.core.registry import get_kernel
 from conformance.core.targets import detect_target
 from conformance.families.config import Fp8QuantConfig
@@ -59,7 +59,9 @@ class RmsNormQuantLayer:
 
     def __post_init__(self):
         self.kernel = get_kernel(self.kernel_override or _route_kernel(self.route))
-        self.params = kernel_load(self.kernel, self.config)  # API v1 or v2 alike
+        from conformance.checks import guard
+
+        self.params = guard.call(self.kernel, "load", self.config)  # API v1 or v2 alike
 
     @property
     def kernel_name(self) -> str:

@@ -171,17 +171,17 @@ def _watchdog(generation: int, seconds: float) -> None:
 
 
 @contextlib.contextmanager
-def deadline(seconds: float | None = None, *, key: str | None = None):
+def deadline(seconds: float | None = None, *, key: str | None = None, watchdog: bool = True):
     """Run the body under the per-call limit (`seconds`, default the configured one); with `key` (the kernel's
     name), refuse at once a key that timed out before in this process and remember its first timeout (see the
-    module doc)."""
+    module doc). `watchdog=False`: SIGALRM only, no watchdog thread (cheap enough for every gate call)."""
     refuse_if_hung(key)
     s = limit() if seconds is None else seconds
     if not s or _state["active"]:
         yield
         return
     try:
-        with _armed(s):
+        with _armed(s, watchdog):
             yield
     except CaseTimeout as e:
         if key is not None and not isinstance(e, EarlierHang):  # an inner kernel's earlier hang is not this one's
@@ -190,8 +190,8 @@ def deadline(seconds: float | None = None, *, key: str | None = None):
 
 
 @contextlib.contextmanager
-def _armed(s: float):
-    """SIGALRM (main thread) and the watchdog for `s` seconds around the body."""
+def _armed(s: float, watchdog: bool = True):
+    """SIGALRM (main thread) and the watchdog (unless `watchdog` is False) for `s` seconds around the body."""
     _state["generation"] += 1
     gen = _state["generation"]
     armed = {"on": True}
@@ -207,14 +207,16 @@ def _armed(s: float):
     if use_signal:
         prev_handler = signal.signal(signal.SIGALRM, _fire)
         prev_timer = signal.setitimer(signal.ITIMER_REAL, s)
-    dog = threading.Timer(s + grace(), _watchdog, args=(gen, s))
-    dog.daemon = True
+    dog = threading.Timer(s + grace(), _watchdog, args=(gen, s)) if watchdog or not use_signal else None
     _state["active"] = True
-    dog.start()
+    if dog is not None:
+        dog.daemon = True
+        dog.start()
 
     def _disarm():
         armed["on"] = False
-        dog.cancel()
+        if dog is not None:
+            dog.cancel()
         _state["active"] = False
         if use_signal:
             signal.setitimer(signal.ITIMER_REAL, 0)

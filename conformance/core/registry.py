@@ -8,6 +8,7 @@ names) or the pytest option `--conformance-plugin MODULE`.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import os
@@ -16,6 +17,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.core import exits
 from conformance.core.kernel import Kernel, Numerics  # noqa: F401 - re-exported: the v1 plugin path
 from conformance.core.targets import Target
 
@@ -67,6 +69,24 @@ KERNEL_NAME_ALLOWED = "a non-empty name of letters, digits, '_' and '.'"
 _CONTAINED = ("can_implement", "availability")
 
 
+_GATE_FAULTS: dict[str, str] = {}  # kernel name -> the first reason its gate or availability raised in this process
+_GATE_HUNG: set[str] = set()  # kernels whose gate or availability ran past the time limit: refused at once from then
+# a context-manager factory every contained gate / availability call runs under, and the exceptions it may raise
+# that are that call's fault; conformance.checks.guard installs the per-call time limit here (core sits below it)
+_gate_guard: list = [contextlib.nullcontext, ()]
+
+
+def set_gate_guard(factory, catch: tuple = ()) -> None:
+    """Run every contained gate / availability call under `factory()`; exceptions of the types `catch` (e.g. the
+    time limit's) become that call's refusal like any Exception (conformance.checks.guard)."""
+    _gate_guard[:] = [factory, tuple(catch)]
+
+
+def gate_faults() -> dict[str, str]:
+    """{kernel: reason} for every kernel whose gate or availability raised (or hung, or exited) in this process."""
+    return dict(_GATE_FAULTS)
+
+
 def raised(method: str, e: BaseException) -> str:
     """The refusal/unavailability reason for a kernel method that raised: `gate raised ValueError: ...`."""
     what = "gate" if method == "can_implement" else method
@@ -85,11 +105,20 @@ def _contain(obj) -> None:
         if fn is None or getattr(fn, "_conformance_contained", False):
             continue
 
-        def guarded(*args, _fn=fn, _method=method, **kw):
+        def guarded(*args, _fn=fn, _method=method, _name=obj.name, **kw):
+            factory, catch = _gate_guard
+            if _name in _GATE_HUNG:  # one time limit per kernel's gate per process, as for its calls
+                return _GATE_FAULTS[_name]
             try:
-                out = _fn(*args, **kw)
-            except Exception as e:  # noqa: BLE001 - a plugin's bug is its own refusal, reported with the kernel
-                return raised(_method, e)
+                with exits.intercepted(), factory():
+                    out = _fn(*args, **kw)
+            except (Exception, *catch) as e:  # noqa: BLE001 - a plugin's bug is its own refusal, reported with the kernel
+                reason = raised(_method, e)
+                _GATE_FAULTS.setdefault(_name, reason)
+                if isinstance(e, catch):
+                    _GATE_HUNG.add(_name)
+                    _GATE_FAULTS[_name] = reason
+                return reason
             if out is not None and not isinstance(out, str):
                 return f"{'gate' if _method == 'can_implement' else _method} returned {out!r} (expected None or a str)"
             return out
@@ -126,12 +155,18 @@ def load_plugin(module: str) -> None:
         return
     _loading.append(module)
     try:
-        importlib.import_module(module)
+        with exits.intercepted():  # a module that calls sys.exit / os._exit at import is named, not obeyed
+            importlib.import_module(module)
     except Exception as e:  # noqa: BLE001 - re-raised with the module named
-        raise RegistryError(f"conformance plugin {module!r} failed to import: {type(e).__name__}: {e}") from e
+        raise RegistryError(f"conformance plugin {module!r} failed to import: {_why(e)}") from e
     finally:
         _loading.pop()
     _loaded_plugins.add(module)
+
+
+def _why(e: BaseException) -> str:
+    """`TYPE: message` on one line (an ExitCalled says which exit the module called)."""
+    return f"{type(e).__name__}: {' '.join(str(e).splitlines())[:300]}"
 
 
 NO_ENTRY_POINTS_ENV = "CONFORMANCE_NO_ENTRY_POINTS"  # "1": do not discover entry-point plugins
@@ -164,10 +199,11 @@ def load_all(extra_plugins=(), *, entry_points: bool | None = None) -> None:
     for ep in installed_entry_points() if entry_points else []:
         if ep.value not in _loaded_plugins:
             try:
-                ep.load()
+                with exits.intercepted():
+                    ep.load()
             except Exception as e:  # noqa: BLE001
                 raise RegistryError(
-                    f"conformance entry point {ep.name!r} ({ep.value}) failed to load: {type(e).__name__}: {e}"
+                    f"conformance entry point {ep.name!r} ({ep.value}) failed to load: {_why(e)}"
                 ) from e
             _loaded_plugins.add(ep.value)
     env = os.environ.get(PLUGIN_ENV, "")

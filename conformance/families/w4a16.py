@@ -300,6 +300,9 @@ class W4A16Family(Family):
                 cmp.detail = f"{inexact}; judged by the declared error model: {cmp.detail}"
                 cmp.metrics["exact_judged_statistically"] = True
         cmp.metrics["deterministic"] = same
+        if not y.is_contiguous():  # right values in an unusual layout: judged, and said (a flat view would misread it)
+            cmp.metrics["contiguous"] = False
+            note += f"; output not contiguous (strides {tuple(y.stride())}, expected {tuple(y.contiguous().stride())})"
         return Grade(cmp.ok and same, cmp.metrics, cmp.detail), note
 
     # ---- contract checks and the CLI ----------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import tempfile
 import pytest
 
 from conformance.plugin import jit, threads, xdist_hooks
-from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _worker_hang
+from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _local_retire, _worker_hang, _worker_retire
 from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
 from conformance.plugin.state import _State
 
@@ -79,12 +79,33 @@ def pytest_configure(config):
 
         st.commit = commit_sha(str(config.rootpath))
     timeout.configure(_timeout_limit(config), propagate=True)
+    from conformance.checks import guard
+
     if _is_worker(config):
         timeout.on_hang(lambda info, seconds: _worker_hang(config, info, seconds), key="pytest")
+        guard.on_retire(lambda record: _worker_retire(config, record), key="pytest")
     else:
+        guard.on_retire(lambda record: _local_retire(config, record), key="pytest")
+        _worker_restarts(config)
         st.hang_dir = tempfile.mkdtemp(prefix="conformance-hang-")
         os.environ[_HANG_DIR_ENV] = st.hang_dir  # xdist workers start after this and inherit it
         timeout.on_hang(lambda info, seconds: _local_hang(config, info, seconds), key="pytest")
+
+
+def _worker_restarts(config) -> None:
+    """xdist stops a run after 4 x workers worker restarts unless --max-worker-restart is given. The crash breaker
+    (conformance.checks.guard) bounds the crashes of each kernel (its limit, plus one per other worker that was in
+    the kernel's call at the same time), so leave room for every kernel under test to use them: xdist's own limit is
+    then never what ends a run. An explicit --max-worker-restart wins."""
+    n = getattr(config.option, "numprocesses", None)
+    if not isinstance(n, int) or n <= 0 or getattr(config.option, "maxworkerrestart", "") is not None:
+        return
+    from conformance.checks import guard
+    from conformance.core import registry
+
+    opt = config.getoption("--conformance-kernels")
+    kernels = len([s for s in opt.split(",") if s.strip()]) if opt else len(registry.all_kernels())
+    config.option.maxworkerrestart = str(4 * n + (guard.crash_limit() + n) * kernels)
 
 
 def pytest_unconfigure(config):
@@ -92,6 +113,9 @@ def pytest_unconfigure(config):
 
     timeout.configure(None, propagate=False)  # in-process callers after this run get no limit
     timeout.on_hang(None, key="pytest")
+    from conformance.checks import guard
+
+    guard.on_retire(None, key="pytest")
     st = getattr(config, "_conformance", None)
     if st is not None:
         threads.restore(st.threads_undo)

@@ -16,7 +16,8 @@ from references.errors import InvalidInput
 SAME_RUN = ("seed", "commit", "target", "profile")  # every shard of one run agrees on these
 # keys merged below; any other key must be equal in every shard (kept) or a list (concatenated)
 MERGED = {"records", "produced", "complete", "crashed_workers", "plan", "cases_per_second", "threads", "shard",
-          "jit", "seed_source", "selection", "cases_per_second_per_kernel", "workers", *SAME_RUN}
+          "jit", "seed_source", "selection", "cases_per_second_per_kernel", "workers", "planned", "stopped_kernels",
+          "workers_replaced", *SAME_RUN}
 
 
 def load(path: str) -> dict:
@@ -98,6 +99,15 @@ def _merge_jit(docs: list[dict]) -> dict | None:
     return merge_docs(jits) if jits else None
 
 
+def _merge_replaced(docs: list[dict]) -> dict:
+    from collections import Counter
+
+    why = Counter()
+    for d in docs:
+        why.update((d.get("workers_replaced") or {}).get("why") or {})
+    return {"count": sum(why.values()), "why": dict(sorted(why.items()))}
+
+
 def merge(named: list[tuple[str, dict]]) -> dict:
     """The merged report of [(path, report), ...] (any order); InvalidInput when they are not the shards of one run."""
     count = _check(named)
@@ -118,7 +128,10 @@ def merge(named: list[tuple[str, dict]]) -> dict:
         "crashed_workers": [dict(c, shard=d["shard"]["index"]) for d in docs for c in d.get("crashed_workers") or []],
         "plan": _merge_plan(docs), "cases_per_second": _merge_throughput(docs, "cases_per_second"),
         "cases_per_second_per_kernel": _merge_throughput(docs, "cases_per_second_per_kernel"), "threads": None,
-        "jit": _merge_jit(docs), "workers": None})  # one timeline per shard job: in "shards"
+        "jit": _merge_jit(docs), "workers": None,  # one timeline per shard job: in "shards"
+        "planned": sum(d["planned"] for d in docs) if all(isinstance(d.get("planned"), int) for d in docs) else None,
+        "stopped_kernels": {k: v for d in docs for k, v in (d.get("stopped_kernels") or {}).items()},
+        "workers_replaced": _merge_replaced(docs)})
     for key in sorted({k for d in docs for k in d} - MERGED):  # keys added since: equal, or lists to concatenate
         values = [d.get(key) for d in docs]
         if all(isinstance(v, list) for v in values):

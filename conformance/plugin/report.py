@@ -21,11 +21,13 @@ def _write_if_asked(config, *, complete: bool, force: bool = False) -> None:
     if not force and now - st.last_write < REPORT_INTERVAL_S:
         return
     st.last_write = now
-    write_report(path, st.records, config, produced=st.produced(), complete=complete, crashed=st.crashed)
+    # `complete` only when every planned item has its report and no record was lost (an early end is incomplete)
+    write_report(path, st.records, config, produced=st.produced(), complete=complete and st.complete(),
+                 crashed=st.crashed, final=complete)
 
 
 def write_report(path: str, records: list[dict], config, produced: int | None = None, *, complete: bool = True,
-                 crashed=()) -> None:
+                 crashed=(), final: bool | None = None) -> None:
     """Atomically write {"target", "profile", "seed", "seed_source", "commit", "shard", "selection", "records",
     "produced", "complete", "crashed_workers", "plan", "cases_per_second", "cases_per_second_per_kernel", "jit",
     "threads", "skipped", "workers"} JSON (temp file, then rename). `produced`: how many records the processes made
@@ -38,13 +40,33 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
     doc = {"target": str(_target(config)), "profile": config.getoption("--conformance-profile"),
            "seed": st.seed if st else None, "seed_source": st.seed_source if st else None,
            "selection": ledger(config), "records": records, "produced": produced, "complete": complete,
-           "crashed_workers": list(crashed), "plan": plan_summary(config) if complete else [],
+           "crashed_workers": list(crashed),
+           "plan": plan_summary(config) if (complete if final is None else final) else [],
            "cases_per_second": throughput(config), "threads": st.threads if st else None,
            "commit": st.commit if st else None, "shard": _shard_doc(config),
            "skipped": st.skipped if st else [], "cases_per_second_per_kernel": kernel_throughput(config),
            "jit": jit.doc(st.jit_mode, st.jit) if st else None,
-           "workers": st.timeline.doc() if st and st.timeline else None}  # conformance.plugin.timeline
+           "workers": st.timeline.doc() if st and st.timeline else None,  # conformance.plugin.timeline
+           "planned": len(st.planned) if st and st.planned is not None else None,
+           "missing": st.missing()[:100] if st else [],
+           "gate_faults": [{"kernel": k, "reason": r} for k, r in _gate_faults(config).items()],
+           "stopped_kernels": dict(st.stopped) if st else {},
+           "workers_replaced": _replaced(crashed)}
     atomic_write_text(path, json.dumps(doc, indent=1, default=str), "--conformance-report")
+
+
+def _gate_faults(config) -> dict:
+    from conformance.plugin.state import tested_gate_faults
+
+    return tested_gate_faults(config) if getattr(config, "_conformance", None) else {}
+
+
+def _replaced(crashed) -> dict:
+    """{"count": N, "why": {reason: n}}: xdist workers that died or retired and were replaced."""
+    from collections import Counter
+
+    why = Counter(c.get("reason", "crash") for c in crashed if c.get("replaced", True))
+    return {"count": sum(why.values()), "why": dict(sorted(why.items()))}
 
 
 def _shard_doc(config) -> dict | None:

@@ -13,6 +13,7 @@ from conformance.plugin.report import _write_if_asked
 
 _RECORDS_ATTR = "conformance_records"
 _PRODUCED_KEY = "conformance_produced"
+GATE_FAULTS_KEY = "conformance_gate_faults"  # a worker's {kernel: reason} of gates that raised (workeroutput)
 
 
 class _State:
@@ -42,6 +43,20 @@ class _State:
         self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
         self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
         self.timeline: timeline.Timeline | None = None  # per-worker startup, busy and end (controller)
+        self.planned: set | None = None  # node ids of the run's items once collected (controller); None: unknown
+        self.reported: set = set()  # node ids that got a report (controller)
+        self.gate_faults: dict[str, str] = {}  # kernel -> the first reason its gate raised, in any process
+        self.stopped: dict[str, str] = {}  # kernel -> why the crash breaker stopped it (controller)
+        self.interrupted = False  # the session ended early (Ctrl-C, xdist's crash limit, -x)
+
+    def missing(self) -> list[str]:
+        """Planned items with no report at all (never run: the run stopped early), sorted."""
+        return sorted((self.planned or set()) - self.reported)
+
+    def complete(self) -> bool:
+        """Every planned item reported, every record made reached the merge, and the session was not cut short."""
+        return (self.planned is not None and not self.missing() and not self.interrupted
+                and len(self.records) == self.produced())
 
     def produced(self) -> int:
         """Records made by every process: this one, each worker (its final or last reported count), crash records."""
@@ -85,6 +100,7 @@ def pytest_runtest_logreport(report):
         full = skips.full_reason(report)
         if full is not None:
             st.skipped.append({"test": report.nodeid, "reason": full})
+    st.reported.add(report.nodeid)
     node = getattr(report, "node", None)  # xdist controller: the worker this report came from
     if st.timeline is not None:
         st.timeline.note(_worker_id(node) if node is not None else timeline.MAIN, report)
@@ -134,6 +150,29 @@ def _note_throughput(st: _State, report, recs: list[dict]) -> None:
             seconds[name] += report.duration * n / len(judged)
 
 
+def _registered_gate_faults() -> dict[str, str]:
+    """This process's gate faults of kernels still registered at the end of the session (a test that registers a
+    misbehaving kernel on purpose, and unregisters it, is not the run's fault)."""
+    from conformance.core import registry
+
+    names = {k.name for k in registry.all_kernels()}
+    return {k: r for k, r in registry.gate_faults().items() if k in names}
+
+
+def tested_gate_faults(config) -> dict[str, str]:
+    """{kernel: reason} of the kernels under test (--conformance-kernels, else all) whose gate raised in this run."""
+    st: _State = config._conformance
+    opt = config.getoption("--conformance-kernels")
+    wanted = {n.strip() for n in opt.split(",") if n.strip()} if opt else None
+    return {k: r for k, r in sorted(st.gate_faults.items()) if wanted is None or k in wanted}
+
+
+def gate_fault_line(kernel: str, reason: str) -> str:
+    """The one line a run prints (and fails with) for a kernel whose gate raised."""
+    return (f"conformance: kernel {kernel}: its {reason} (a gate must return None or a reason, never raise): the run "
+            "fails, since the cases this gate was asked about were not judged")
+
+
 def _worker_id(node) -> str:
     gw = getattr(node, "gateway", None)
     return getattr(gw, "id", None) or getattr(node, "workerinput", {}).get("workerid", "gw?")
@@ -149,6 +188,12 @@ def pytest_sessionstart(session):
         session.config._conformance.timeline = timeline.Timeline(time.time(), timeline.process_age_s())
 
 
+def pytest_collection_finish(session):
+    """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks)."""
+    if not _is_worker(session.config) and not session.config.pluginmanager.hasplugin("dsession"):
+        session.config._conformance.planned = {item.nodeid for item in session.items}
+
+
 def pytest_sessionfinish(session, exitstatus):
     config = session.config
     st: _State = config._conformance
@@ -159,8 +204,19 @@ def pytest_sessionfinish(session, exitstatus):
     if _is_worker(config):
         config.workeroutput[_RECORDS_ATTR] = json.dumps(leftovers)
         config.workeroutput[_PRODUCED_KEY] = st.attached  # the controller checks its merge against this count
+        config.workeroutput[GATE_FAULTS_KEY] = _registered_gate_faults()
         return
     st.records.extend(leftovers)
+    for kernel, reason in _registered_gate_faults().items():
+        st.gate_faults.setdefault(kernel, reason)
+    st.interrupted = st.interrupted or exitstatus in (pytest.ExitCode.INTERRUPTED, pytest.ExitCode.INTERNAL_ERROR) \
+        or bool(session.shouldstop) or bool(session.shouldfail)
+    dsession = config.pluginmanager.getplugin("dsession")
+    if dsession is not None and getattr(dsession, "_summary_report", None):  # xdist's crash limit ended the run
+        st.interrupted = True
+    faults = tested_gate_faults(config)
+    if faults and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that raised judged nothing: never a green run
     if st.plan_failed or st.plan_passed:  # the controller only: failed plan cases run first next time
         from conformance.cases.plan import remember_failures
 

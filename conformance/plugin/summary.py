@@ -97,11 +97,40 @@ def _write_kernel_costs(tr, config) -> None:
         tr.write_line(line)
 
 
+def _write_faults(tr, config) -> None:
+    """Gates that raised (each fails the run, one line), kernels the crash breaker stopped, workers replaced and why,
+    and planned items that never reported (the report is then incomplete)."""
+    from collections import Counter
+
+    from conformance.plugin.state import gate_fault_line, tested_gate_faults
+
+    st: _State = config._conformance
+    for kernel, reason in tested_gate_faults(config).items():
+        tr.write_line(gate_fault_line(kernel, reason), red=True, bold=True)
+    for kernel, why in sorted(st.stopped.items()):
+        tr.write_line(f"conformance: {kernel} stopped by the crash breaker: {why}", red=True)
+    replaced = [c for c in st.crashed if c.get("replaced", True)]
+    if replaced:
+        why = Counter(c.get("reason", "crash") for c in replaced)
+        firsts = "; ".join(f"{c.get('reason', 'crash')} in {c.get('case_id') or c.get('test')}" for c in replaced[:5])
+        tr.write_line(f"conformance: workers replaced: {len(replaced)} ("
+                      + ", ".join(f"{n} {r}" for r, n in sorted(why.items())) + f"): {firsts}", red=True)
+    for c in st.crashed:
+        if not c.get("replaced", True):
+            tr.write_line(f"conformance: {c.get('reason')} in {c.get('case_id')}: this process's later device cases "
+                          "were not run (no worker to replace it: run with -n 1 or more)", red=True)
+    missing = st.missing()
+    if missing:
+        tr.write_line(f"conformance: INCOMPLETE: {len(missing)} of {len(st.planned or ())} planned tests never "
+                      f"reported (first: {missing[0]}); the report says complete: false", red=True, bold=True)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if _is_worker(config):
         return
     st: _State = config._conformance
     tr = terminalreporter
+    _write_faults(tr, config)
     recs = st.records
     if not recs:
         if config.getoption("--conformance-kernels"):  # requested kernels that recorded nothing still say so

@@ -31,6 +31,11 @@ class XdistHooks:
     def pytest_testnodedown(self, node, error):
         node_down(node, error)
 
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        st = getattr(node.config, "_conformance", None)  # the planned items: every worker collects the same ids
+        if st is not None:
+            st.planned = set(ids) if st.planned is None else st.planned | set(ids)
+
     @pytest.hookimpl(optionalhook=True)  # a newer xdist hook: older xdist versions lack its spec
     def pytest_handlecrashitem(self, crashitem, report, sched):
         crashed_item(crashitem, report, sched)

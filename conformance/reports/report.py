@@ -114,6 +114,16 @@ def terminal_summary(doc: dict) -> str:
                      f"{c['fail']:>5}{c['error']:>5}{c['skip']:>5}{c['cases']:>6}  {_fmt_ratio(c['max_ratio'])}")
     if any("model" in c["run_modes"] for c in s["cells"]):
         lines.append("MODEL = " + doc["run_mode_meaning"]["model"])
+    for g in doc.get("gate_faults") or []:  # one line each: the run failed because of it
+        lines.append(f"FAILED RUN: kernel {g['kernel']}: its {g['reason']} (a gate must return None or a reason)")
+    replaced = doc.get("workers_replaced") or {}
+    if replaced.get("count"):
+        lines.append(f"workers replaced: {replaced['count']} ("
+                     + ", ".join(f"{n} {why}" for why, n in replaced.get("why", {}).items()) + ")")
+    for k, why in sorted((doc.get("stopped_kernels") or {}).items()):
+        lines.append(f"stopped by the crash breaker: {k}: {why}")
+    if doc.get("complete") is False:
+        lines.append("INCOMPLETE: the suite did not report every planned test (see report.json)")
     if env.get("seed") is not None:
         lines += ["", f"run seed {env['seed']} ({env.get('seed_source')}): failing case ids replay without it"]
     if doc.get("plan"):

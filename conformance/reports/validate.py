@@ -379,6 +379,12 @@ def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, work
         "plan": suite.get("plan", []) if suite else [],  # CI plan coverage per kernel and tier (cases.plan)
         "cases_per_second": suite.get("cases_per_second", {}) if suite else {},
         "junit": str(junit),
+        # faults the suite saw (conformance.checks.guard): gates that raised fail the run; replaced workers and the
+        # kernels the crash breaker stopped; `complete` only when every planned test reported
+        "gate_faults": suite.get("gate_faults", []) if suite else [],
+        "workers_replaced": suite.get("workers_replaced") if suite else None,
+        "stopped_kernels": suite.get("stopped_kernels", {}) if suite else {},
+        "complete": suite.get("complete") if suite else False,
     }
     if suite and suite.get("seed") is not None:  # the seed the suite ran with (its header printed it too)
         doc["environment"]["seed"] = f"{suite['seed']:#x}"
@@ -392,7 +398,7 @@ def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, work
     if suite is None:
         code = 2
         doc["problem"] = (f"pytest (exit code {rc}) wrote no conformance report: see {out / 'pytest.log'}")
-    elif rc not in (0, 1) or summary["n_failures"] or rc == 1:
+    elif rc not in (0, 1) or summary["n_failures"] or rc == 1 or doc["gate_faults"]:
         code = 1
     else:
         code = 0

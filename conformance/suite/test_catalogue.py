@@ -15,10 +15,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.checks import catalogue
-from conformance.checks.harness import _execution, run_case
+from conformance.checks import catalogue, guard
+from conformance.checks.execution import Execution
+from conformance.checks.harness import _execution, replay_command, run_case
+from conformance.core import results
 from conformance.core.kernel import Kernel
-from conformance.core.runtime import kernel_device
 
 
 def _keys(family: str) -> list[str]:
@@ -69,15 +70,25 @@ def test_trap_holds(key, i):
     assert why is None, f"{key}: pinned case {e.cases[i]} lacks the trap: {why}"
 
 
-def _run_kernel(kernel, target, ckpt, x):
-    """The kernel's output on CPU for x, run as the harness would (apply here, or its model)."""
+def _run_kernel(kernel, target, ckpt, x, case):
+    """The kernel's output on CPU for x, run as the harness runs a case (apply here, or its model), through the guarded
+    call path (conformance.checks.guard): a hang, a crash or an exception is an `error` record with the case's id
+    and replay line (check `catalogue`), and the test fails at once."""
     mode, why = _execution(kernel, target, x.shape[0], x.shape[1])
     if mode is None:
         pytest.skip(f"{kernel.name}: {why}")
-    ops = kernel.load(ckpt)
-    if mode == "model":
-        return kernel.model(ops, x)
-    return kernel.apply(ops, x.to(kernel_device())).cpu()
+    ex = Execution(kernel, mode, check_determinism=False, target=target)
+    replay = replay_command(case.id, target, kernel.name)
+    try:
+        with guard.guarded(kernel, "catalogue", case_id=case.id, replay=replay, check="catalogue", mode=mode,
+                           family=case.family, target=str(target)):
+            return Execution.to_cpu(ex.call(ex.load(ckpt), x.to(ex.device)))
+    except BaseException as e:
+        if isinstance(e, (Exception, guard.timeout.CaseTimeout)):
+            detail = str(e) if isinstance(e, guard.timeout.CaseTimeout) else f"{type(e).__name__}: {e}"
+            results.record(kernel.name, "catalogue", "error", run_mode=mode, case_id=case.id, replay=replay,
+                           detail=" ".join(detail.split())[:500], family=case.family, target=str(target))
+        raise
 
 
 @pytest.mark.conformance_family("w4a16")
@@ -104,8 +115,8 @@ def test_symmetric_garbage_qzeros_ignored(fmt, conformance_kernel, conformance_t
                             generator=torch.Generator().manual_seed(5)).to(torch.int32)
     tampered = codecs.encode(w, fmt)
     tampered.tensors["qzeros"] = garbage
-    y_clean = _run_kernel(k, t, ckpt, x)
-    y_garbage = _run_kernel(k, t, tampered, x)
+    y_clean = _run_kernel(k, t, ckpt, x, case)
+    y_garbage = _run_kernel(k, t, tampered, x, case)
     assert torch.equal(y_clean.view(torch.int16), y_garbage.view(torch.int16)), f"{k.name}: qzeros were read"
     torch.testing.assert_close(y_garbage, reference_gemm(x, w).to(torch.float16), rtol=0, atol=0)
 
@@ -128,4 +139,4 @@ def test_act_order_refused_not_ignored(conformance_kernel, conformance_target):
         pytest.skip(f"{k.name} implements no load (a gate-only kernel)")
     ckpt = codecs.encode(catalogue.weight(ao), ao.format, v1_zero_policy="borrow")
     with pytest.raises(Exception, match=r"(?i)g_idx|act.order"):
-        k.load(ckpt)
+        guard.call(k, "load", ckpt)

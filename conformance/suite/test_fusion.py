@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.checks import fusion
+from conformance.checks import fusion, guard
 from conformance.checks.contracts import run_check
 from conformance.checks.harness import _execution
 from conformance.checks.quant_layer import RmsNormQuantLayer, fusion_routes, route_availability
@@ -39,16 +39,18 @@ def test_every_route_is_fused(kernel_name, cfg):
         results.record(kernel_name, "fusion", "skip", run_mode="model", detail=why, case_id=case_id)
         pytest.skip(f"route={route}: {why}")
     x, w = _inputs(cfg)
-    layer = RmsNormQuantLayer(cfg, w, fusion.NORM_EPS, route)
-    mode = _execution(layer.kernel, detect_target())[0] or "model"
-    run_check("fusion", layer.kernel, lambda: fusion.check_fusion(layer, x), run_mode=mode, case_id=case_id)
+    kernel = registry.get_kernel(kernel_name)
+    mode = _execution(kernel, detect_target())[0] or "model"
+    # the layer loads the kernel's params: inside the check, so a fault there is this check's record with its id
+    run_check("fusion", kernel, lambda: fusion.check_fusion(RmsNormQuantLayer(cfg, w, fusion.NORM_EPS, route), x),
+              run_mode=mode, case_id=case_id)
 
 
 @pytest.mark.parametrize("policy", fusion.POLICIES)
 @pytest.mark.parametrize("cfg", CONFIGS, ids=CFG_IDS)
 def test_fused_op_bit_exact_vs_reference(cfg, policy):
     x, w = _inputs(cfg, seed=3)
-    p = registry.get_kernel("fp8_group_quant_triton").load(cfg)
+    p = guard.call(registry.get_kernel("fp8_group_quant_triton"), "load", cfg)
     q, s = fusion.FUSED_OP(x, w, 1e-6, p.group_size, p.torch_fp8, p.fp8_max, p.eps, p.ue8m0,
                            p.column_major_scales, policy)
     # The norm reference runs beside the op (hidden is a power of two, so its mean's division is exact on any
@@ -73,7 +75,7 @@ def test_fused_op_fake_matches_real():
 
     cfg = CONFIGS[1]
     x, w = _inputs(cfg)
-    p = registry.get_kernel("fp8_group_quant_triton").load(cfg)
+    p = guard.call(registry.get_kernel("fp8_group_quant_triton"), "load", cfg)
     args = (1e-6, p.group_size, p.torch_fp8, p.fp8_max, p.eps, p.ue8m0, p.column_major_scales, "triton")
     real = fusion.FUSED_OP(x, w, *args)
     with FakeTensorMode() as m:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from conformance.cases.ids import Case
 from conformance.cases.strategies import m_values
-from conformance.checks import catalogue
+from conformance.checks import catalogue, guard
 from conformance.checks.harness import run_case
 from conformance.core import registry
 from conformance.core.runtime import kernel_device
@@ -174,7 +174,7 @@ def test_block_k_override_is_clamped(kernel_name, block_k):
     w = random_canonical(256, 64, 32, "uint4", torch.float16, "exact", 95)
     x = random_activations(20, 256, torch.float16, "exact", 95)
     dev = kernel_device()  # cuda on a GPU host: the launch takes device tensors there
-    o = to_device(k.load(codecs.encode(w, "gptq_v2")), dev)
+    o = to_device(guard.call(k, "load", codecs.encode(w, "gptq_v2")), dev)
     y = tw.launch_w4a16_gemm(x.to(dev), o.b_q, o.scales, o.qzeros, o.group_size, o.zp_bias,
                              tiles=tw.TileConfig(32, 64, block_k)).cpu()
     assert tw.last_launch_config()["block_k"] <= 32

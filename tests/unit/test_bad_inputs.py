@@ -129,8 +129,44 @@ CLI_CASES = [
     # global
     (["--plugin", "no_such_plugin_module", "list"], 2, "'no_such_plugin_module'"),
     (["--plugin", "blank_name_plugin", "list"], 2, "name='   '"),
+    (["--plugin", "exiting_plugin", "list"], 2, "'exiting_plugin' failed to import: ExitCalled: sys.exit(3)"),
+    (["--plugin", "os_exit_plugin", "list"], 2, "'os_exit_plugin' failed to import: ExitCalled: os._exit(5)"),
     (["no-such-command"], 2, "no-such-command"),
 ]
+
+# generated rows: every field of a case id given bad values, and bad values of every layer option of select and
+# coverage (each row: exit 2, one `error:` line naming the field, no traceback)
+BAD_ID_FIELDS = {"M": ["0", "-1", "x", "1.5", ""], "N": ["0", "7", "-8", "x", ""], "K": ["0", "-256", "x", "255"],
+                 "g": ["0", "7", "-2", "x", "ch2"], "wt": ["int4", "", "uint3", "UINT4"], "ao": ["2", "x", "", "-1"],
+                 "dt": ["fp64", "", "x", "float16x"], "fmt": ["gguf", "", "x"], "regime": ["nope", ""],
+                 "tier": ["fast", ""], "seed": ["-1", "x", "", "1.5"]}
+
+
+def _with_field(case_id: str, field: str, value: str) -> str:
+    head, body = case_id.rsplit("/", 1)
+    return head + "/" + ",".join(f"{field}={value}" if p.split("=")[0] == field else p for p in body.split(","))
+
+
+CLI_CASES += [(["repro", _with_field(ID, f, v)], 2, f) for f, vals in BAD_ID_FIELDS.items() for v in vals]
+CLI_CASES += [(["repro", bad], 2, text) for bad, text in (
+    (ID.replace("w4a16/", "", 1), "case id"), (ID + ",extra=1", "extra='1'"), (ID.replace(",seed=1", ""), "seed=None"),
+    (ID.replace("torch_dequant_w4a16", "bad name"), "kernel='bad name'"), ("w4a16//M=3", "kernel=''"),
+    ("//", "family=''"), ("", "case id"), (" ", "case id"), (ID.replace(",", ";"), "M='3;N=64"))]
+BAD_LAYER = {"--n": ["0", "-8", "12", "x", "1e3"], "--k": ["0", "-256", "x", "2.5"],
+             "--group-size": ["0", "-3", "x", "3"], "--dtype": ["fp64", "x", ""],
+             "--target": ["gfx", "sm", "cuda:", "rocm:", "tpu"]}
+
+
+def _named(opt: str, value: str) -> str:
+    """What the one line names: argparse's own `argument --n: invalid int value` for a non-integer, else `--n=`."""
+    return f"argument {opt}" if opt in ("--n", "--k", "--group-size") and not value.lstrip("-").isdigit() else opt
+
+
+CLI_CASES += [(W4 + [opt, v], 2, _named(opt, v)) for opt, vals in BAD_LAYER.items() for v in vals]
+CLI_CASES += [(["coverage", opt, v], 2, _named(opt, v)) for opt, vals in BAD_LAYER.items()
+              if opt not in ("--group-size", "--dtype") for v in vals]
+CLI_CASES += [(["list", "--target", v], 2, "--target") for v in BAD_LAYER["--target"]]
+CLI_CASES += [(["repro", ID, "--target", v], 2, "--target") for v in BAD_LAYER["--target"]]
 
 
 @pytest.fixture
@@ -160,12 +196,20 @@ def test_cli_bad_input(argv, code, field, bad_files, capsys, monkeypatch):
     assert got == code, (out, err)
     assert field.replace("{tmp}", str(bad_files)) in err, err
     lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1 or argv[0] in ("no-such-command",) or "--group-size" in field and "abc" in argv, err
+    # argparse's own errors (an unknown command, a non-integer) are its usage line plus one `PROG: error:` line
+    assert len(lines) == 1 or argv[0] in ("no-such-command",) or "--group-size" in field and "abc" in argv \
+        or field.startswith("argument ") and len([ln for ln in err.splitlines() if ": error: " in ln]) == 1, err
     assert not (bad_files / "r" / "report.json").exists()
 
 
+def corpus_size() -> int:
+    """Rows of the malformed-input corpus: CLI and pytest-option rows, plus the contained-plugin and crash cases
+    below (benchmarks/reliability.py records it)."""
+    return len(CLI_CASES) + len(PYTEST_CASES) + 4
+
+
 def test_corpus_size():
-    assert len(CLI_CASES) + len(PYTEST_CASES) + 4 >= 60  # + the contained-plugin and crash cases below
+    assert corpus_size() >= 200
 
 
 # ---- misbehaving plugin kernels are contained: their own refusal, never a crash of the command ----------------
@@ -246,6 +290,8 @@ PYTEST_CASES = [
     (["--conformance-profile", "wrong"], "--conformance-profile='wrong'"),
     (["--conformance-plugin", "no_such_plugin_module"], "'no_such_plugin_module' failed to import"),
     (["--conformance-plugin", "blank_name_plugin"], "name='   '"),
+    (["--conformance-plugin", "exiting_plugin"], "'exiting_plugin' failed to import: ExitCalled: sys.exit(3)"),
+    (["--conformance-plugin", "os_exit_plugin"], "'os_exit_plugin' failed to import: ExitCalled: os._exit(5)"),
     (["--conformance-report", "{tmp}"], "--conformance-report='{tmp}'"),
     (["--conformance-report", "/proc/r.json"], "--conformance-report='/proc/r.json'"),
     (["--conformance-timeout", "-1"], "--conformance-timeout='-1'"),

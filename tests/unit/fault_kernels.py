@@ -1,0 +1,198 @@
+"""Fault kernels for the fault matrix (tests/unit/test_fault_matrix.py, docs/faults.md): each breaks one method
+(gate, load, apply, model, fake) in one way, beside correct code everywhere else.
+
+Not registered on import; `fault_plugin` registers the ones named by FAULT_KERNELS (comma-separated; default all).
+Every kernel serves a few small classes only (`_Tiny`), so plans stay tiny.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import torch
+
+from conformance.core import registry
+
+registry.load_all()
+TorchDequant = type(registry.get_kernel("torch_dequant_w4a16"))
+
+
+class _Tiny(TorchDequant):
+    """Serves uint4b8, group 32 or 128, fp16, no act-order: the catalogue's garbage-qzeros case and a few plan rows."""
+
+    def can_implement(self, config, target):
+        if (config.weight_type, config.dtype, config.act_order) != ("uint4b8", "float16", False) \
+                or config.group_size not in (32, 128):
+            return "only uint4b8, group 32 or 128, float16, no act-order (fault matrix kernel)"
+        return None
+
+    def model(self, w, x):
+        return self.apply(w, x)
+
+
+def _spin():
+    while True:  # a Python-level loop, as a kernel spinning in Triton's interpreter would
+        time.sleep(0.02)
+
+
+class HangApply(_Tiny):
+    name = "fault_hang_apply"
+
+    def apply(self, w, x):
+        _spin()
+
+
+class HangLoad(_Tiny):
+    name = "fault_hang_load"
+
+    def load(self, ckpt, config=None):
+        _spin()
+
+
+class HangGate(_Tiny):
+    """The gate hangs on channelwise configs only (so collection reaches it, and it is timed)."""
+
+    name = "fault_hang_gate"
+
+    def can_implement(self, config, target):
+        if config.group_size == -1:
+            _spin()
+        return super().can_implement(config, target)
+
+
+class ExitApply(_Tiny):
+    """apply calls os._exit, as a kernel's native code calling exit() would."""
+
+    name = "fault_exit_apply"
+
+    def apply(self, w, x):
+        os._exit(3)
+
+
+class SysExitLoad(_Tiny):
+    name = "fault_sysexit_load"
+
+    def load(self, ckpt, config=None):
+        sys.exit(4)
+
+
+class RaiseApply(_Tiny):
+    name = "fault_raise_apply"
+
+    def apply(self, w, x):
+        raise RuntimeError("kernel bug in apply")
+
+
+class RaiseModel(_Tiny):
+    """model raises; its apply is unavailable here, so the model is what runs."""
+
+    name = "fault_raise_model"
+
+    def availability(self, target):
+        return "the fault matrix's model-only kernel"
+
+    def model(self, w, x):
+        raise RuntimeError("kernel bug in model")
+
+
+class NaNApply(_Tiny):
+    name = "fault_nan_apply"
+
+    def apply(self, w, x):
+        y = super().apply(w, x)
+        y[0, 0] = float("nan")
+        return y
+
+
+class ShapeApply(_Tiny):
+    name = "fault_shape_apply"
+
+    def apply(self, w, x):
+        return super().apply(w, x)[:, :-8]
+
+
+class DtypeApply(_Tiny):
+    name = "fault_dtype_apply"
+
+    def apply(self, w, x):
+        return super().apply(w, x).float()
+
+
+class DeviceApply(_Tiny):
+    """Returns its output on the meta device (a wrong device on any machine)."""
+
+    name = "fault_device_apply"
+
+    def apply(self, w, x):
+        return super().apply(w, x).to("meta")
+
+
+class NoneApply(_Tiny):
+    name = "fault_none_apply"
+
+    def apply(self, w, x):
+        super().apply(w, x)
+        return None
+
+
+class NonContiguousApply(_Tiny):
+    """Right values in a non-contiguous tensor (every other element of a wider buffer): a layer downstream reading
+    it flat would be wrong."""
+
+    name = "fault_noncontiguous_apply"
+
+    def apply(self, w, x):
+        y = super().apply(w, x)
+        buf = y.new_zeros((y.shape[0], 2 * y.shape[1]))
+        buf[:, ::2] = y
+        return buf[:, ::2]
+
+
+class SlowApply(_Tiny):
+    """Correct, but each call takes SLOW_S seconds: well under the time limit, so every case must pass."""
+
+    name = "fault_slow_apply"
+    SLOW_S = 0.3
+
+    def apply(self, w, x):
+        time.sleep(self.SLOW_S)
+        return super().apply(w, x)
+
+
+class RaiseGate(_Tiny):
+    name = "fault_raise_gate"
+
+    def can_implement(self, config, target):
+        raise ValueError("plugin bug in the gate")
+
+
+class SegfaultApply(_Tiny):
+    """apply kills its own process with SIGSEGV, as a native kernel's bad pointer would: nothing in the process can
+    survive it (xdist workers only: a single-process run ends)."""
+
+    name = "fault_segv_apply"
+
+    def apply(self, w, x):
+        os.kill(os.getpid(), signal.SIGSEGV)
+        time.sleep(5)
+
+
+class StickyApply(_Tiny):
+    """The CPU simulation of a sticky device error: its apply raises the error CUDA raises after an illegal memory
+    access (the guard reads the message, as there is no device to probe on a CPU machine)."""
+
+    name = "fault_sticky_apply"
+
+    def apply(self, w, x):
+        raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered") \
+            if hasattr(torch, "AcceleratorError") else RuntimeError(
+                "CUDA error: an illegal memory access was encountered")
+
+
+IN_PROCESS = (HangApply, HangLoad, HangGate, ExitApply, SysExitLoad, RaiseApply, RaiseModel, NaNApply, ShapeApply,
+              DtypeApply, DeviceApply, NoneApply, NonContiguousApply, SlowApply, RaiseGate)
+WORKER_KILLING = (SegfaultApply, StickyApply)  # end or retire their worker: -n >= 1 only
+ALL = IN_PROCESS + WORKER_KILLING
+BY_NAME = {c.name: c for c in ALL}

@@ -1,0 +1,136 @@
+"""The fault matrix (docs/faults.md): fault kernels (tests/unit/fault_kernels.py) beside a correct kernel, one shared
+suite run at -n 0 and one at -n 2. Each run ends within its budget, its report is complete and every fault is a
+record with its case id (or, for a gate that raised, one line that fails the run), and the correct kernel's
+(case id, verdict) set equals its clean run's.
+
+Cheap by design: a handful of explicit CI-plan rows per kernel (node ids), a fixed seed, a 2 s time limit, the crash
+breaker at 1 crash (CONFORMANCE_CRASH_LIMIT), so that the -n 2 run replaces two workers, not four."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fault_kernels import ALL, IN_PROCESS
+
+from conformance.checks import guard
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+SEED = "0x1234"
+LIMIT_S = 2
+CORRECT = "torch_dequant_w4a16"
+CORRECT_ROWS = 4
+ROWS = {"fault_segv_apply": 2, "fault_sticky_apply": 2}  # a crash, then `earlier crash` (limit 1); default 1 row
+GATE_ONLY = {"fault_raise_gate", "fault_hang_gate"}  # judged by the gate line; their suite item skips
+BUDGET_S = {0: 150, 2: 240}  # generous on a loaded 2-core machine; a stalled run is minutes past these
+# what each fault's records say: (outcomes allowed, text every record's detail holds, or one of)
+EXPECT = {
+    "fault_hang_apply": ({"error"}, ("timeout after 2 s", "earlier hang")),
+    "fault_hang_load": ({"error"}, ("timeout after 2 s", "earlier hang")),
+    "fault_exit_apply": ({"error"}, ("ExitCalled: os._exit(3) called",)),
+    "fault_sysexit_load": ({"error"}, ("ExitCalled: sys.exit(4) called",)),
+    "fault_raise_apply": ({"error"}, ("RuntimeError: kernel bug in apply",)),
+    "fault_raise_model": ({"error"}, ("RuntimeError: kernel bug in model",)),
+    "fault_nan_apply": ({"fail"}, ("NaN",)),
+    "fault_shape_apply": ({"fail"}, ("is not (",)),
+    "fault_dtype_apply": ({"fail"}, ("is not (",)),
+    "fault_device_apply": ({"error"}, ("meta device",)),
+    "fault_none_apply": ({"error"}, ("the kernel returned NoneType",)),
+    "fault_noncontiguous_apply": ({"pass"}, ("output not contiguous",)),
+    "fault_slow_apply": ({"pass"}, ("",)),
+    "fault_hang_gate": ({"pass"}, ("",)),  # its rows (not channelwise) run; the gate line fails the run
+    "fault_segv_apply": ({"error"}, ("worker crashed while running w4a16/fault_segv_apply/", "earlier crash: ")),
+    "fault_sticky_apply": ({"error"}, ("sticky device error", "earlier crash: ")),
+}
+
+
+def _items(kernels) -> list[str]:
+    plan = "conformance/suite/test_plan.py::test_plan"
+    items = [f"{plan}[{CORRECT}-exact-{i}]" for i in range(CORRECT_ROWS)]
+    for k in kernels:
+        if k in GATE_ONLY:
+            items.append(f"conformance/suite/test_w4a16_suite.py::test_w4a16_conformance[{k}-exact]")
+        else:
+            items += [f"{plan}[{k}-exact-{i}]" for i in range(ROWS.get(k, 1))]
+    items.append(f"conformance/suite/test_catalogue.py::test_symmetric_garbage_qzeros_ignored[{CORRECT}-gptq_v2]")
+    if "fault_hang_apply" in kernels:  # the catalogue's own run of a hanging kernel (issue 33's stalled run)
+        items.append("conformance/suite/test_catalogue.py::test_symmetric_garbage_qzeros_ignored[fault_hang_apply-"
+                     "gptq_v2]")
+    return items
+
+
+def _run(tmp: Path, workers: int, kernels: list[str]) -> dict:
+    report = tmp / f"report-n{workers}.json"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]), FAULT_KERNELS=",".join(kernels),
+               CONFORMANCE_NO_ENTRY_POINTS="1", CONFORMANCE_CACHE_DIR=str(tmp / "cache"),
+               **{guard.CRASH_LIMIT_ENV: "1", "CONFORMANCE_TIMEOUT_GRACE": "2"})
+    for var in ("PYTEST_XDIST_WORKER", "OMP_NUM_THREADS", "MKL_NUM_THREADS", guard.RUN_DIR_ENV):
+        env.pop(var, None)
+    cmd = [sys.executable, "-m", "pytest", *_items(kernels), "-n", str(workers), "-q", "-p", "no:cacheprovider",
+           "--conformance-plugin", "fault_plugin", "--conformance-kernels", ",".join([CORRECT, *kernels]),
+           "--conformance-seed", SEED, "--conformance-timeout", str(LIMIT_S), "--conformance-report", str(report)]
+    t0 = time.monotonic()
+    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S[workers] + 60)
+    wall = time.monotonic() - t0
+    doc = json.loads(report.read_text()) if report.exists() else None
+    return {"rc": p.returncode, "out": p.stdout + p.stderr, "doc": doc, "wall": wall}
+
+
+def _verdicts(doc: dict, kernel: str) -> set:
+    return {(r["case_id"], r["check"], r["outcome"]) for r in doc["records"] if r["kernel"] == kernel}
+
+
+def _clean(case_ids) -> set:
+    """The correct kernel's clean verdicts on the same cases: judged here, in a process no fault kernel touched."""
+    from conformance.cases.ids import parse_case_id
+    from conformance.checks.harness import run_case
+    from conformance.core.targets import CPU
+
+    return {(cid, v.check, v.outcome) for cid in case_ids
+            for v in [run_case(parse_case_id(cid), target=CPU, record=False)]}
+
+
+XDIST_ENV = "CONFORMANCE_FAULT_MATRIX_XDIST"  # "1": also the -n 2 run (slow: about a minute of CPU, 2 new workers)
+
+
+@pytest.mark.parametrize("workers", [0, pytest.param(2, marks=pytest.mark.slow)])
+def test_fault_matrix(workers, tmp_path):
+    if workers and os.environ.get(XDIST_ENV) != "1":
+        pytest.skip(f"the -n 2 fault matrix replaces two workers (about a minute of CPU on 2 cores): set {XDIST_ENV}=1")
+    kernels = [c.name for c in (IN_PROCESS if workers == 0 else ALL)]
+    r = _run(tmp_path, workers, kernels)
+    out, doc = r["out"], r["doc"]
+    assert r["wall"] < BUDGET_S[workers], f"{r['wall']:.0f} s: " + out[-3000:]
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out[-4000:]
+    assert r["rc"] == 1 and doc is not None, out[-3000:]
+    assert doc["complete"] is True and not doc["missing"], (doc["missing"], out[-3000:])
+    assert len(doc["records"]) == doc["produced"]
+    mine = _verdicts(doc, CORRECT)
+    assert len(mine) == CORRECT_ROWS and mine == _clean([c for c, _, _ in mine])  # untouched by every fault
+    for kernel in kernels:
+        if kernel in GATE_ONLY:
+            continue
+        recs = [x for x in doc["records"] if x["kernel"] == kernel]
+        outcomes, texts = EXPECT[kernel]
+        assert recs, f"{kernel}: no record"
+        for rec in recs:
+            if rec["check"] == "catalogue":  # the catalogue test's own run: its hang, with the pinned case's id
+                assert rec["detail"] in ("timeout after 2 s",) or rec["detail"].startswith("earlier hang"), rec
+                continue
+            assert rec["case_id"] and rec["case_id"].startswith(f"w4a16/{kernel}/"), rec
+            assert rec["outcome"] in outcomes and any(t in rec["detail"] for t in texts), rec
+            assert "repro " + rec["case_id"] in rec["replay"], rec
+    gate_lines = [ln for ln in out.splitlines() if ln.startswith("conformance: kernel fault_")]
+    assert {g["kernel"] for g in doc["gate_faults"]} == GATE_ONLY, doc["gate_faults"]
+    assert len(gate_lines) == 2 and "gate raised ValueError: plugin bug in the gate" in out, gate_lines
+    assert any("gate raised CaseTimeout: timeout after 2 s" in ln for ln in gate_lines), gate_lines
+    if workers:
+        replaced = doc["workers_replaced"]
+        assert replaced == {"count": 2, "why": {"crash": 1, "sticky device error": 1}}, replaced
+        assert set(doc["stopped_kernels"]) == {"fault_segv_apply", "fault_sticky_apply"}
+        assert "conformance: workers replaced: 2" in out

@@ -1,0 +1,200 @@
+"""The one guarded path into a kernel (conformance.checks.guard): the source holds no direct kernel call outside it,
+and the guard's conversions (exits, sticky device errors, the crash breaker, nested time limits) hold."""
+from __future__ import annotations
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import pytest
+from fault_kernels import ExitApply, RaiseApply, SysExitLoad
+
+from conformance.cases.ids import parse_case_id
+from conformance.checks import guard, timeout
+from conformance.checks.harness import run_case
+from conformance.core import exits, registry, results
+from conformance.core.targets import CPU
+
+ROOT = Path(__file__).resolve().parents[2]
+# what the walk reads: the suite's machinery and the CLI's bench (not the kernels themselves: conformance/adapters/
+# and kernels/ implement apply; benchmarks/probes and sweeps are one-off scripts, not commands)
+SCANNED = [*sorted((ROOT / "conformance").rglob("*.py")), ROOT / "benchmarks" / "bench.py",
+           ROOT / "benchmarks" / "bench_run.py"]
+NOT_SCANNED = {"conformance/adapters", "conformance/core/kernel.py", "conformance/checks/guard.py"}
+KERNEL_CALLS = {"kernel_call", "kernel_load"}  # the API v1/v2 dispatchers of conformance.core.kernel
+KERNEL_METHODS = {"apply", "model", "load", "apply_weights"}
+# receivers whose .load / .apply are not a kernel's
+NOT_KERNELS = {"json", "torch", "merge", "error_profile", "interpreter_fixes", "interpreter_speed", "threads", "ep",
+               "tl", "pickle"}
+# (file, enclosing function) -> why a direct call there is guarded all the same
+ALLOWED = {
+    ("conformance/checks/execution.py", "Execution.load"): "inside guard.guarded (the harness's load)",
+    ("conformance/checks/execution.py", "Execution.call"): "inside guard.guarded (the harness's apply / model)",
+    ("conformance/checks/contracts.py", "capture_op_call"): "inside guard.guarded",
+    ("conformance/checks/contracts.py", "apply_fn.f"): "traced by make_fx / torch.compile inside run_check's guard",
+    ("conformance/checks/fusion.py", "RmsNormQuantFusionPass._pattern.search"): "traced by make_fx inside run_check",
+    ("conformance/checks/quant_layer.py", "RmsNormQuantLayer.quant"): "the layer's forward, compiled and run "
+                                                                      "inside run_check's guard",
+    ("conformance/families/w4a16.py", "W4A16Family.contract_inputs"): "contracts.build_sample runs it guarded",
+    ("conformance/families/fp8_group_quant.py", "Fp8GroupQuantFamily.contract_inputs"): "build_sample guards it",
+    ("conformance/families/w4a16.py", "W4A16Family.run"): "ex.load: Execution.load, guarded",
+    ("conformance/families/fp8_group_quant.py", "Fp8GroupQuantFamily.run"): "ex.load: Execution.load, guarded",
+    ("conformance/suite/test_catalogue.py", "_run_kernel"): "ex.load / ex.call inside guard.guarded",
+    ("benchmarks/bench_run.py", "_w4a16_shape"): "timed loop of a call made guarded once",
+    ("benchmarks/bench_run.py", "_fp8"): "the timed loop; every load was guard.call",
+}
+
+
+def direct_calls(path: Path) -> list[tuple[str, int, str]]:
+    """(enclosing qualname, line, call text) of every direct kernel call in `path`."""
+    tree = ast.parse(path.read_text(), str(path))
+    found = []
+
+    def visit(node, scope):
+        for child in ast.iter_child_nodes(node):
+            inner = scope
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                inner = [*scope, child.name]
+            if isinstance(child, ast.Call):
+                fn = child.func
+                name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else None
+                receiver = ast.unparse(fn.value) if isinstance(fn, ast.Attribute) else ""
+                if name in KERNEL_CALLS or (name in KERNEL_METHODS and isinstance(fn, ast.Attribute)
+                                            and receiver.split(".")[0] not in NOT_KERNELS):
+                    found.append((".".join(scope), child.lineno, ast.unparse(child)[:80]))
+            visit(child, inner)
+
+    visit(tree, [])
+    return found
+
+
+def test_no_direct_kernel_call_outside_the_guard():
+    """Every call of a kernel's load / apply / model (or the kernel_call / kernel_load dispatchers) in the suite's
+    machinery sits in the guard or at an ALLOWED site: a new direct call fails here, naming file, line and call."""
+    seen, bad = set(), []
+    for path in SCANNED:
+        rel = path.relative_to(ROOT).as_posix()
+        if any(rel == n or rel.startswith(n + "/") for n in NOT_SCANNED):
+            continue
+        for scope, line, text in direct_calls(path):
+            if (rel, scope) in ALLOWED:
+                seen.add((rel, scope))
+            else:
+                bad.append(f"{rel}:{line} in {scope or '<module>'}: {text}")
+    assert not bad, "direct kernel calls outside conformance.checks.guard:\n" + "\n".join(bad)
+    assert seen == set(ALLOWED), f"stale ALLOWED entries: {sorted(set(ALLOWED) - seen)}"
+
+
+def test_the_walk_finds_a_direct_call(tmp_path):
+    """The walk is not blind: a module calling kernel.apply, kernel_call and k.load directly is found."""
+    f = tmp_path / "m.py"
+    f.write_text("def run(kernel, k, ops, x):\n    kernel.apply(ops, x)\n    kernel_call(kernel, ops, x)\n"
+                 "    json.load(x)\n    return k.load(ops)\n")
+    assert [(s, n) for s, n, _ in direct_calls(f)] == [("run", 2), ("run", 3), ("run", 5)]
+
+
+CASE = "w4a16/{k}/M=3,N=64,K=128,g=32,wt=uint4b8,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=1"
+
+
+@pytest.fixture
+def kernels(monkeypatch):
+    got = []
+    monkeypatch.setattr(results, "record", lambda kernel, check, outcome, **kw: got.append(
+        dict(kernel=kernel, check=check, outcome=outcome, **kw)))
+    for cls in (ExitApply, SysExitLoad, RaiseApply):
+        registry.register_kernel(cls)
+    yield got
+    for cls in (ExitApply, SysExitLoad, RaiseApply):
+        registry.unregister_kernel(cls.name)
+    guard.forget()
+
+
+def test_an_exiting_kernel_is_its_cases_error_and_the_process_lives(kernels):
+    v = run_case(parse_case_id(CASE.format(k=ExitApply.name)), target=CPU, check_determinism=False)
+    assert v.outcome == "error" and v.detail.startswith("ExitCalled: os._exit(3) called"), v.line()
+    v = run_case(parse_case_id(CASE.format(k=SysExitLoad.name)), target=CPU, check_determinism=False)
+    assert v.outcome == "error" and v.detail.startswith("ExitCalled: sys.exit(4) called"), v.line()
+    assert os._exit is exits.REAL_EXIT  # given back after the call
+    assert [r["case_id"] for r in kernels] == [CASE.format(k=ExitApply.name), CASE.format(k=SysExitLoad.name)]
+
+
+def test_crash_breaker_stops_a_kernel_after_its_crashes(kernels, tmp_path, monkeypatch):
+    """With CONFORMANCE_CRASH_LIMIT crashes of a kernel noted in the run directory, its next case fails at once as
+    `earlier crash: FIRST_ID`, without loading or running; another kernel's case still runs."""
+    monkeypatch.setenv(guard.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv(guard.CRASH_LIMIT_ENV, "2")
+    saved = (timeout.limit(), timeout.propagates())
+    timeout.configure(saved[0], propagate=False)  # the verdict is returned, not raised (as in repro)
+    try:
+        _breaker(tmp_path)
+    finally:
+        timeout.configure(saved[0], propagate=saved[1])
+
+
+def _breaker(tmp_path):
+    first = {"case_id": CASE.format(k=RaiseApply.name), "replay": "python -m conformance repro X"}
+    assert guard.note_crash(RaiseApply.name, first)["crashes"] == 1
+    v = run_case(parse_case_id(CASE.format(k=RaiseApply.name)), target=CPU, check_determinism=False)
+    assert "kernel bug in apply" in v.detail  # one crash: still runs
+    guard.note_crash(RaiseApply.name, {"case_id": "another"})
+    case = CASE.format(k=RaiseApply.name).replace("seed=1", "seed=2")
+    v = run_case(parse_case_id(case), target=CPU, check_determinism=False)
+    assert v.outcome == "error" and v.detail.startswith(f"{guard.EARLIER_CRASH}: {first['case_id']} ("), v.detail
+    assert "2 times" in v.detail and v.case_id == case
+    other = run_case(parse_case_id(CASE.format(k="torch_dequant_w4a16")), target=CPU, record=False)
+    assert other.outcome == "pass", other.line()
+    assert json.loads((tmp_path / f"crashes-{RaiseApply.name}.json").read_text())["crashes"] == 2
+
+
+def test_a_crash_is_named_by_the_inflight_file(tmp_path, monkeypatch):
+    """While a guarded call runs, RUN_DIR/inflight-WID.json names its kernel and case (what the controller reads when
+    the worker dies there); it is gone after the call."""
+    monkeypatch.setenv(guard.RUN_DIR_ENV, str(tmp_path))
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    k = registry.get_kernel("torch_dequant_w4a16")
+    with guard.guarded(k, "apply", case_id="w4a16/x/M=1", replay="python -m conformance repro w4a16/x/M=1"):
+        seen = guard.inflight("gw7")
+    assert (seen["kernel"], seen["case_id"], seen["call"]) == (k.name, "w4a16/x/M=1", "apply")
+    assert guard.inflight("gw7") is None
+
+
+def test_sticky_device_error_retires_the_process_and_later_device_calls_fail_at_once(monkeypatch):
+    """A sticky device error is the case's error; `retire` runs the hooks (the plugin's worker exit); without a hook
+    the process refuses further device calls naming the case, and model runs still go."""
+    k = registry.get_kernel("torch_dequant_w4a16")
+    retired = []
+    guard.on_retire(retired.append, key="test")
+    try:
+        with pytest.raises(guard.StickyDeviceError, match="illegal memory access.*sticky device error"):
+            with guard.guarded(k, "apply", case_id="c1", mode="device"):
+                raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        with pytest.raises(RuntimeError, match="plain bug") as ei:  # not sticky: unchanged
+            with guard.guarded(k, "apply", case_id="c2", mode="device"):
+                raise RuntimeError("plain bug")
+        assert type(ei.value) is RuntimeError
+        guard.retire({"case_id": "c1", "detail": "CUDA error", "kernel": k.name})
+        assert retired == [{"case_id": "c1", "detail": "CUDA error", "kernel": k.name}]
+        with pytest.raises(guard.EarlierDeviceError, match="earlier device error: c1 left the device unusable"):
+            with guard.guarded(k, "apply", mode="device"):
+                pass
+        with guard.guarded(k, "model", mode="model"):
+            pass
+    finally:
+        guard.on_retire(None, key="test")
+        guard.forget()
+
+
+def test_nested_guard_times_the_kernel_inside_an_untimed_check():
+    """An untimed outer call (the compile-boundary check) leaves its inner kernel calls timed."""
+    k = registry.get_kernel("torch_dequant_w4a16")
+    saved = (timeout.limit(), timeout.propagates())
+    timeout.configure(0.3, propagate=False)
+    try:
+        with pytest.raises(timeout.CaseTimeout):
+            with guard.guarded(k, "compile_boundary", timed=False), guard.guarded(k, "apply"):
+                import time
+                time.sleep(5)
+    finally:
+        timeout.configure(saved[0], propagate=saved[1])
+        guard.forget(k.name)
