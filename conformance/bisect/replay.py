@@ -105,7 +105,7 @@ def run_in_process(case_id: str, site: Path, plugins=(), repro_args=()) -> StepV
     """The same step in this interpreter (pure-Python packages only: see the module docstring)."""
     from conformance import cli
     from conformance.bisect.sites import top_level
-    from conformance.core import registry
+    from conformance.core import registry, results
 
     owned = top_level(site) + list(plugins)
     start = time.perf_counter()
@@ -116,7 +116,7 @@ def run_in_process(case_id: str, site: Path, plugins=(), repro_args=()) -> StepV
     importlib.invalidate_caches()
     buf = io.StringIO()
     try:
-        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+        with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf), results.isolated():
             code = cli.main(repro_argv(case_id, plugins, repro_args))
         files = kernel_files(case_id, site)
     finally:
