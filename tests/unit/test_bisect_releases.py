@@ -68,8 +68,8 @@ def test_fix_names_the_first_fixed_release(wheels, cache, tmp_path, capsys):
 
 def test_a_release_that_cannot_load_is_skipped(tmp_path, cache, capsys):
     folder = toy.wheel_folder(tmp_path / "w")
-    # 0.2.5 ships no dequant: the plugin cannot import against it (exit 2 in the step): a skip, as git's 125
-    toy.write_wheel(folder, "0.2.5", {"toykern/__init__.py": '__version__ = "0.2.5"\n'})
+    # 0.2.5 does not import (exit 2 in the step: the plugin fails): a skip, as git's 125
+    toy.write_wheel(folder, "0.2.5", {"toykern/__init__.py": 'raise ImportError("0.2.5 was yanked")\n'})
     rc = bisect(folder, tmp_path / "c", "--good", "0.1.0", "--bad", "0.4.0", "--json", str(tmp_path / "s.json"))
     out = capsys.readouterr().out
     assert rc == 1, out  # the skipped release hides the boundary: both candidates are named
@@ -77,6 +77,21 @@ def test_a_release_that_cannot_load_is_skipped(tmp_path, cache, capsys):
     rec = json.loads((tmp_path / "s.json").read_text())
     assert rec["candidates"] == ["0.2.5", "0.3.0"]
     assert {s["release"]: s["answer"] for s in rec["steps"]}["0.2.5"] == "skip"
+
+
+def test_a_good_end_without_the_kernel_counts_good(tmp_path, capsys):
+    folder = tmp_path / "w"
+    toy.write_wheel(folder, "0.0.1", {"toykern/__init__.py": '__version__ = "0.0.1"\n'})  # no dequant yet
+    for v in ("0.3.0", "0.4.0", "0.5.0"):
+        toy.write_wheel(folder, v)
+    assert bisect(folder, tmp_path / "c", "--good", "0.0.1", "--bad", "0.4.0") == 0
+    out = capsys.readouterr().out
+    assert "step 2: 0.0.1: good" in out and "absent, counted good: SKIP" in out, out
+    assert "first bad release: 0.3.0" in out, out
+    # at the bad end, absence is no answer: one line, exit 2
+    assert bisect(folder, tmp_path / "c", "--bad", "0.0.1", "--good", "0.5.0", "--find", "fix") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --bad='0.0.1'") and "a release on which the case can be judged" in err, err
 
 
 def test_search_steps_around_skips_and_reports_candidates():
