@@ -29,6 +29,9 @@ from references.errors import InvalidInput
 
 REPLAY_MODES = ("subprocess", "in-process")
 ABSENT_MARK = "is not registered"  # repro's SKIP line for a kernel no module registered at this release
+# an adapter that could not import its library registers a gate-only `<library>_unavailable` kernel: the release is
+# then not "without the kernel" but unjudgeable (a skip), e.g. a vLLM release whose dependencies differ from the site's
+UNAVAILABLE_MARK = "_unavailable'"
 
 
 @dataclass
@@ -92,7 +95,8 @@ def _search(opts: Options, labels: list[str], site_of, out, label_key: str, what
         v = _step(opts, site_of(i))
         verdicts[i] = v
         answer = _answer(opts.direction, v)
-        if i == 0 and opts.direction == "break" and answer == "skip" and ABSENT_MARK in v.line:
+        if i == 0 and opts.direction == "break" and answer == "skip" and ABSENT_MARK in v.line \
+                and UNAVAILABLE_MARK not in v.line:
             # the good end has no such kernel yet: it cannot have the kernel's bug, so it is good (a bug born with
             # the kernel then bisects to the kernel's first release)
             v.line = f"absent, counted good: {v.line}"

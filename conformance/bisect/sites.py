@@ -2,7 +2,8 @@
 
 Layout under the cache folder (`--cache`, else $CONFORMANCE_BISECT_CACHE, else ~/.cache/conformance-bisect):
 
-    wheels/NAME-VERSION-...whl        downloaded once by `pip download --no-deps` (a --wheels folder is read in place)
+    wheels/NAME-VERSION-...whl        fetched once by `pip wheel --no-deps` (the index's wheel, or one built from its
+                                      sdist); a --wheels folder is read in place
     sites/NAME-VERSION-...whl/        the wheel installed there: what `pip install --no-deps --target` leaves
     overlays/KEY/                     an installed package with one commit's kernel files placed over it
 
@@ -51,7 +52,9 @@ def wheel_for(package: str, release, cache: Path, python: str = sys.executable) 
             return f
     wheels.mkdir(parents=True, exist_ok=True)
     try:
-        out = subprocess.run([python, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q", "-d",
+        # pip wheel: the release's wheel where the index has one, else built from its sdist (GemLite publishes only
+        # sdists); --no-deps either way
+        out = subprocess.run([python, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
                               str(wheels), f"{package}=={release.version}"], capture_output=True, text=True,
                              timeout=DOWNLOAD_TIMEOUT_S, env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
     except subprocess.TimeoutExpired:
@@ -61,8 +64,8 @@ def wheel_for(package: str, release, cache: Path, python: str = sys.executable) 
            .replace("_", "-")]
     if out.returncode != 0 or not got:
         said = " ".join((out.stderr or out.stdout).split())[-300:]
-        raise InvalidInput("--package", f"{package}=={release.version}", "a release the index serves as a wheel "
-                           f"(pip download failed: {said or 'no wheel'}; no network? use --wheels DIR)")
+        raise InvalidInput("--package", f"{package}=={release.version}", "a release the index serves (pip wheel "
+                           f"failed: {said or 'no wheel'}; no network? use --wheels DIR)")
     return got[0]
 
 
