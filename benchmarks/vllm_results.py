@@ -1,6 +1,6 @@
-"""Fold suite reports of the vLLM adapter into benchmarks/results/vllm_0.33.0.json.
+"""Fold suite reports of the vLLM adapter into benchmarks/results/vllm_VERSION.json (0.33.0 or 0.34.0).
 
-    python benchmarks/vllm_results.py add REPORT.json --command "..." --machine "..." [--out PATH]
+    python benchmarks/vllm_results.py add REPORT.json --command "..." --machine "..." [--vllm 0.34.0] [--out PATH]
 
 REPORT.json is a `--conformance-report` file of a suite run with `--conformance-plugin conformance.adapters.vllm`.
 `add` appends a run, or, for a target and machine already recorded, replaces the kernels the new report covers
@@ -21,8 +21,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-OUT = ROOT / "benchmarks" / "results" / "vllm_0.33.0.json"
-VLLM_VERSION = "0.33.0"
+VLLM_VERSION = "0.33.0"  # the default release; --vllm names another
+VLLM_VERSIONS = ("0.33.0", "0.34.0")
+
+
+def out_path(version: str) -> Path:
+    return ROOT / "benchmarks" / "results" / f"vllm_{version}.json"
+
+
+OUT = out_path(VLLM_VERSION)
 
 
 def summarize(report: dict) -> tuple[dict, list[dict]]:
@@ -49,7 +56,8 @@ def summarize(report: dict) -> tuple[dict, list[dict]]:
     return {n: kernels[n] for n in sorted(kernels)}, failures
 
 
-def add(report_path: Path, command: str, machine: str, out: Path = OUT, commit: str | None = None) -> dict:
+def add(report_path: Path, command: str, machine: str, out: Path = OUT, commit: str | None = None,
+        version: str = VLLM_VERSION) -> dict:
     from benchmarks.provenance import code_identity
 
     report = json.loads(report_path.read_text())
@@ -72,7 +80,7 @@ def add(report_path: Path, command: str, machine: str, out: Path = OUT, commit: 
     kept = [f for f in data.get("failures", [])
             if not (f.get("run_target", f["target"]) == run["target"] and f["machine"] == machine
                     and f["kernel"] in kernels)]
-    data = {"commit": ident["commit"], "clean": ident["clean"], "vllm_version": VLLM_VERSION, "runs": runs,
+    data = {"commit": ident["commit"], "clean": ident["clean"], "vllm_version": version, "runs": runs,
             "failures": kept + [dict(f, machine=machine, run_target=run["target"]) for f in failures]}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1) + "\n")
@@ -86,7 +94,9 @@ def main(argv=None) -> int:
     a.add_argument("report", type=Path)
     a.add_argument("--command", required=True, help="the command that produced the report")
     a.add_argument("--machine", required=True, help="e.g. 'cpu (2 cores, Triton interpreter)' or 'H200'")
-    a.add_argument("--out", type=Path, default=OUT)
+    a.add_argument("--vllm", default=VLLM_VERSION, help=f"the release the report ran on, one of {VLLM_VERSIONS} "
+                   "(default: %(default)s); it names the default --out")
+    a.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/vllm_VERSION.json")
     a.add_argument("--commit", default=None,
                    help="the commit that ran, where the report's own is wrong (a machine whose copy of the tree "
                         "carries a stale .git)")
@@ -98,7 +108,11 @@ def main(argv=None) -> int:
         print(f"error: report={str(args.report)!r} is not a file (allowed: a --conformance-report JSON)",
               file=sys.stderr)
         return 2
-    data = add(args.report, args.command, args.machine, args.out, commit=args.commit)
+    if args.vllm not in VLLM_VERSIONS:
+        print(f"error: --vllm={args.vllm!r} is invalid (allowed: one of {list(VLLM_VERSIONS)})", file=sys.stderr)
+        return 2
+    args.out = args.out or out_path(args.vllm)
+    data = add(args.report, args.command, args.machine, args.out, commit=args.commit, version=args.vllm)
     for r in data["runs"]:
         counts = ", ".join(f"{k} {v['passed']}/{v['cases']}" for k, v in r["kernels"].items())
         print(f"{r['machine']} {r['target']}: {counts}")

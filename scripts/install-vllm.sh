@@ -4,7 +4,7 @@
 #   bash scripts/install-vllm.sh [--wheels WHEELS] [VERSION] [DIR]
 #   bash scripts/install-vllm.sh --bundle OUT [--python-version X.Y] [--exclude NAME,NAME] [VERSION]
 #
-# Install (default VERSION 0.33.0, DIR .vllm/site): `pip install --no-deps --target DIR` of the vllm wheel and of
+# Install (default VERSION 0.33.0; 0.34.0 too, DIR .vllm/site): `pip install --no-deps --target DIR` of the vllm wheel and of
 # the pure-Python packages it imports on the way to its kernels, pinned one per line in
 # scripts/vllm-requirements.txt (its first line names the vLLM version the pins are for). torch, triton and the
 # CUDA wheels are not on the list and --no-deps keeps pip from pulling them. --wheels WHEELS installs from a
@@ -37,10 +37,11 @@ done
 version="${pos[0]:-0.33.0}"
 dir="${pos[1]:-$repo/.vllm/site}"
 [ ${#pos[@]} -le 2 ] || { echo "error: arguments=${pos[*]} are too many (allowed: [VERSION] [DIR])" >&2; exit 2; }
-pinned_for="$(sed -n '1s/^# vllm==\([^: ]*\).*/\1/p' "$reqs")"
-[ "$pinned_for" = "$version" ] || {
-  echo "error: VERSION=$version has no pinned package list (scripts/vllm-requirements.txt is for vllm==$pinned_for)" >&2
-  exit 2; }
+pinned_for="$(sed -n '1s/^# vllm==\([^: ]*\).*/\1/p' "$reqs")"  # comma-separated versions
+case ",$pinned_for," in *",$version,"*) ;; *)
+  echo "error: VERSION=$version has no pinned package list (allowed: one of $pinned_for, the versions scripts/vllm-requirements.txt is for)" >&2
+  exit 2 ;;
+esac
 py="${PYTHON:-python}"
 pins=$(grep -v '^#' "$reqs" | sed 's/#.*//' | awk 'NF')
 

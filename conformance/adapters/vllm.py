@@ -525,7 +525,7 @@ class VllmMPLinearAdapter(Kernel):
                         ("input_size", ckpt.K), ("output_size", ckpt.N)):
             setattr(layer, attr, v)
         kernel = self.vllm_cls(c, *(names if self.takes_gidx else names[:3]))
-        with vllm_platform.as_target(_target(ctx)):
+        with _vllm_config_scope(), vllm_platform.as_target(_target(ctx)):
             kernel.process_weights_after_loading(layer)
         params = {n: p.data for n, p in layer.named_parameters(recurse=False)}
         return VllmLinear(kernel, layer, c, params)
@@ -573,6 +573,29 @@ def _target(ctx):
     from conformance.core.targets import detect_target
 
     return ctx.target if ctx is not None else detect_target()
+
+
+_DEFAULT_CONFIG: list = []  # the default VllmConfig built once for _vllm_config_scope
+
+
+@contextlib.contextmanager
+def _vllm_config_scope():
+    """Inside the block vLLM has a current config, as in a model's load: where none is set, a default `VllmConfig`
+    built on this machine's platform (once). vLLM 0.34.0's RDNAHybrid `process_weights_after_loading` reads
+    `get_current_vllm_config().kernel_config` (its prefill dequant switch, default "disable"), which asserts when no
+    config is set; 0.33.0 never asks."""
+    config = importlib.import_module("vllm.config")
+    current = getattr(config, "get_current_vllm_config_or_none", None)
+    if not hasattr(config, "set_current_vllm_config") or (current is not None and current() is not None):
+        yield
+        return
+    if not _DEFAULT_CONFIG:
+        from conformance.core.targets import detect_target
+
+        with vllm_platform.as_target(detect_target()):
+            _DEFAULT_CONFIG.append(config.VllmConfig())
+    with config.set_current_vllm_config(_DEFAULT_CONFIG[0]):
+        yield
 
 
 def _with_tp_group(fn):

@@ -169,6 +169,16 @@ def _why(e: BaseException) -> str:
     return f"{type(e).__name__}: {' '.join(str(e).splitlines())[:300]}"
 
 
+def forget_plugin(module: str) -> None:
+    """Unregister the kernels that plugin `module` registered and forget that it was loaded, so a later
+    load_plugin imports it afresh (the release bisect re-imports a plugin against another release of its package;
+    the caller drops the module from sys.modules)."""
+    for name in [n for n, origin in _ORIGIN.items() if origin == module]:
+        _REGISTRY.pop(name, None)
+        _ORIGIN.pop(name, None)
+    _loaded_plugins.discard(module)
+
+
 NO_ENTRY_POINTS_ENV = "CONFORMANCE_NO_ENTRY_POINTS"  # "1": do not discover entry-point plugins
 
 

@@ -5,6 +5,7 @@ crosses process boundaries as JSON unchanged.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 OUTCOMES = ("pass", "fail", "skip", "error")
@@ -31,6 +32,20 @@ def record(kernel: str, check: str, outcome: str, *, run_mode: str | None = None
 def records() -> list[dict]:
     with _lock:
         return list(_records)
+
+
+@contextlib.contextmanager
+def isolated():
+    """Inside the block, records are kept apart and dropped at exit (a bisect step replayed in this process
+    answers the bisect, not this process's results)."""
+    with _lock:
+        saved = list(_records)
+        _records.clear()
+    try:
+        yield
+    finally:
+        with _lock:
+            _records[:] = saved
 
 
 def drain() -> list[dict]:

@@ -1,4 +1,5 @@
-"""The vLLM adapter on the real vLLM 0.33.0 (installed by scripts/install-vllm.sh; skipped where it is not).
+"""The vLLM adapter on a real vLLM release, 0.33.0 or 0.34.0 (installed by scripts/install-vllm.sh; skipped where it is
+not). The release is read from the site's vllm-*.dist-info.
 
 Where: $CONFORMANCE_VLLM_SITE (the install's default is `.vllm/site`); unset, the file skips: importing vLLM takes
 20-100 s on the CI machine, so this is the nightly lane (docs/plugins.md), not CI. One subprocess answers every
@@ -15,6 +16,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SITE = os.environ.get("CONFORMANCE_VLLM_SITE")
+SUPPORTED = ("0.33.0", "0.34.0")
+
+
+def _site_version() -> str | None:
+    """The vLLM release installed in SITE, from its dist-info folder name."""
+    infos = sorted(Path(SITE).glob("vllm-*.dist-info")) if SITE else []
+    return infos[0].name[len("vllm-"):-len(".dist-info")] if infos else None
+
+
+VERSION = _site_version()
 
 PROBE = r'''
 import json, sys
@@ -134,7 +145,8 @@ def test_a_cuda_machine_without_vllms_compiled_build_imports_and_gates():
 
 
 def test_finds_todays_layout_and_version(probe):
-    assert "vllm 0.33.0, kernel package vllm.model_executor.kernels.linear.mixed_precision" in probe["describe"]
+    assert VERSION in SUPPORTED, VERSION
+    assert f"vllm {VERSION}, kernel package vllm.model_executor.kernels.linear.mixed_precision" in probe["describe"]
     assert "vllm._C_stable_libtorch did not load" in probe["describe"]
     for name in ("vllm_triton_w4a16", "vllm_rdna_hybrid_w4a16", "vllm_fp8_group_quant_triton", "vllm_marlin"):
         assert name in probe["registered"]
@@ -150,7 +162,7 @@ def test_gates_are_vllms_own_for_each_target(probe):
     assert "_POSSIBLE_KERNELS[CUDA]" in g["vllm_rdna_hybrid_w4a16@sm90"]
     assert "requires gfx1100" in g["vllm_rdna3_w4a16@gfx1151"]
     assert "gptq_gemm_rdna3 missing" in g["vllm_rdna3_w4a16@gfx1100"]  # its gate asks for its compiled op
-    assert g["act_order"].startswith("act_order=True not supported: vLLM 0.33.0's MPLinearLayerConfig")
+    assert g["act_order"].startswith(f"act_order=True not supported: vLLM {VERSION}'s MPLinearLayerConfig")
     assert probe["platform_after"] == "UnspecifiedPlatform"
 
 
@@ -167,7 +179,8 @@ def test_vllms_code_runs_and_is_judged(probe):
 
 
 def test_symmetric_gptq_qzeros_reach_the_hybrid_kernel(probe):
-    # vLLM 0.33.0's RDNAHybridW4A16 apply_weights hands a symmetric layer's qzeros to its op (docs/shipped-bugs.md)
+    # vLLM 0.33.0's and 0.34.0's RDNAHybridW4A16 apply_weights hand a symmetric layer's qzeros to its op
+    # (docs/shipped-bugs.md)
     assert probe["cases"]["hybrid_sym_gptq@gfx1151"]["outcome"] == "fail", probe["cases"]
 
 
