@@ -103,7 +103,7 @@ def crashed_item(crashitem, report, sched) -> None:
     wid = _worker_id(getattr(report, "node", None))
     left = _read_json(os.path.join(st.hang_dir, f"{wid}.json"), remove=True) if st.hang_dir else None
     inflight = _read_json(os.path.join(st.hang_dir, f"inflight-{wid}.json"), remove=True) if st.hang_dir else None
-    reason = "crash"
+    reason, recs = "crash", []
     if isinstance(left, dict) and isinstance(left.get("records"), list):  # a worker retired: its records, then it
         recs, reason = left["records"], left.get("reason") or "retired"
         culprit = {k: left.get(k) for k in ("kernel", "case_id", "detail")}
@@ -112,6 +112,7 @@ def crashed_item(crashitem, report, sched) -> None:
         recs, reason, culprit = [left], "hang", left
     else:
         culprit = inflight or {}
+    if not recs:  # a crash, or a retirement that left no record: one error record for the test's kernel
         kernel, check = _item_kernel_check(crashitem)
         where = f"while running {culprit['case_id']}" if culprit.get("case_id") else "while running a test"
         recs = [{"kernel": culprit.get("kernel") or kernel, "check": culprit.get("check") or check,
