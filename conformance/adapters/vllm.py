@@ -584,7 +584,13 @@ def _vllm_config_scope():
     built on this machine's platform (once). vLLM 0.34.0's RDNAHybrid `process_weights_after_loading` reads
     `get_current_vllm_config().kernel_config` (its prefill dequant switch, default "disable"), which asserts when no
     config is set; 0.33.0 never asks."""
-    config = importlib.import_module("vllm.config")
+    try:
+        config = importlib.import_module("vllm.config")
+    except ModuleNotFoundError as e:  # a vLLM without a config module (the CI stand-in) never asks for one
+        if e.name not in ("vllm.config", "vllm"):
+            raise
+        yield
+        return
     current = getattr(config, "get_current_vllm_config_or_none", None)
     if not hasattr(config, "set_current_vllm_config") or (current is not None and current() is not None):
         yield

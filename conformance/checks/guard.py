@@ -129,7 +129,7 @@ def crashes(kernel: str) -> dict | None:
 def note_crash(kernel: str, info: dict) -> dict:
     """Count one crash of `kernel` in this run (the pytest controller, for a worker that died in its call); returns
     the entry. From crash_limit() crashes on, every guarded call of the kernel raises EarlierCrash."""
-    from conformance.reports.files import atomic_write_text
+    from conformance.core.files import atomic_write_text
 
     d = run_dir()
     entry = crashes(kernel) or {k: info.get(k) for k in ("case_id", "replay", "test", "detail")}

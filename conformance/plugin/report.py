@@ -56,9 +56,15 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
 
 
 def _gate_faults(config) -> dict:
-    from conformance.plugin.state import tested_gate_faults
-
     return tested_gate_faults(config) if getattr(config, "_conformance", None) else {}
+
+
+def tested_gate_faults(config) -> dict[str, str]:
+    """{kernel: reason} of the kernels under test (--conformance-kernels, else all) whose gate raised in this run."""
+    st = config._conformance
+    opt = config.getoption("--conformance-kernels")
+    wanted = {n.strip() for n in opt.split(",") if n.strip()} if opt else None
+    return {k: r for k, r in sorted(st.gate_faults.items()) if wanted is None or k in wanted}
 
 
 def _replaced(crashed) -> dict:

@@ -9,7 +9,7 @@ import pytest
 
 from conformance.plugin import jit, skips, timeline
 from conformance.plugin.options import _is_worker
-from conformance.plugin.report import _write_if_asked
+from conformance.plugin.report import _write_if_asked, tested_gate_faults
 
 _RECORDS_ATTR = "conformance_records"
 _PRODUCED_KEY = "conformance_produced"
@@ -159,14 +159,6 @@ def _registered_gate_faults() -> dict[str, str]:
     return {k: r for k, r in registry.gate_faults().items() if k in names}
 
 
-def tested_gate_faults(config) -> dict[str, str]:
-    """{kernel: reason} of the kernels under test (--conformance-kernels, else all) whose gate raised in this run."""
-    st: _State = config._conformance
-    opt = config.getoption("--conformance-kernels")
-    wanted = {n.strip() for n in opt.split(",") if n.strip()} if opt else None
-    return {k: r for k, r in sorted(st.gate_faults.items()) if wanted is None or k in wanted}
-
-
 def gate_fault_line(kernel: str, reason: str) -> str:
     """The one line a run prints (and fails with) for a kernel whose gate raised."""
     return (f"conformance: kernel {kernel}: its {reason} (a gate must return None or a reason, never raise): the run "
@@ -191,7 +183,9 @@ def pytest_sessionstart(session):
 def pytest_collection_finish(session):
     """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks)."""
     if not _is_worker(session.config) and not session.config.pluginmanager.hasplugin("dsession"):
-        session.config._conformance.planned = {item.nodeid for item in session.items}
+        # --collect-only plans no test run: nothing can be missing from it
+        collect_only = session.config.option.collectonly
+        session.config._conformance.planned = set() if collect_only else {item.nodeid for item in session.items}
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -102,7 +102,8 @@ def _write_faults(tr, config) -> None:
     and planned items that never reported (the report is then incomplete)."""
     from collections import Counter
 
-    from conformance.plugin.state import gate_fault_line, tested_gate_faults
+    from conformance.plugin.report import tested_gate_faults
+    from conformance.plugin.state import gate_fault_line
 
     st: _State = config._conformance
     for kernel, reason in tested_gate_faults(config).items():

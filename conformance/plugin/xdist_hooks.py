@@ -34,6 +34,7 @@ class XdistHooks:
     def pytest_xdist_node_collection_finished(self, node, ids):
         st = getattr(node.config, "_conformance", None)  # the planned items: every worker collects the same ids
         if st is not None:
+            ids = () if node.config.option.collectonly else ids  # --collect-only plans no test run
             st.planned = set(ids) if st.planned is None else st.planned | set(ids)
 
     @pytest.hookimpl(optionalhook=True)  # a newer xdist hook: older xdist versions lack its spec
