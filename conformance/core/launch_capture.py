@@ -78,3 +78,15 @@ def capture_programs(call) -> list[Program]:
     with recording() as calls:
         call()
     return [program_of_call(fn, a, kw) for fn, a, kw in calls]
+
+
+def checkpoint_for(config, seed: int = 0):
+    """A small seeded checkpoint of a W4A16 config (its format, type, group, act-order, dtype, N, K), for a load
+    whose launch is captured: the values do not matter, the layout does."""
+    from conformance.core.dtypes import torch_dtype
+    from references import codecs
+    from references.generators import random_canonical
+
+    w = random_canonical(config.K, config.N, config.group_size, config.weight_type, torch_dtype(config.dtype),
+                         "normal", seed, config.act_order)
+    return codecs.encode(w, config.format)
