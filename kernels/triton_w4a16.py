@@ -614,12 +614,13 @@ def _row_of(M: int, kind: str, planar: bool) -> Row:
 
 
 def describe_launch(M: int, N: int, K: int, group_size: int, zp_bias: int, has_zp: bool, dtype: str, kind: str,
-                    sm_count: int, planar: bool, use_asm: bool) -> Launch:
+                    sm_count: int, planar: bool, use_asm: bool, fitted: TileConfig | None = None) -> Launch:
     """What launch_w4a16_gemm launches for x [M, K] (contiguous, `dtype`) on the operands load_triton_operands
     builds (b_q [K, N/8], scales [G, N], qzeros [G, N/8] when has_zp; b_planar where `planar`), for table `kind`
     and `sm_count` SMs: the path, the fitted tiles, the programs with the arguments the launch passes. Mirrors
-    launch_w4a16_gemm line for line (tests/unit/test_launch.py compares it with a recorded launch)."""
-    cfg = fit_tiles(table_tiles(M, kind, planar), M, N, K, group_size, sm_count)
+    launch_w4a16_gemm line for line (tests/unit/test_compile_lane.py compares it with a recorded launch). `fitted`:
+    tiles used as they are (no table, no fitting), for kernels built on this one that pick their own."""
+    cfg = fitted or fit_tiles(table_tiles(M, kind, planar), M, N, K, group_size, sm_count)
     act = Ptr(dtype)
     splits = cfg.split_k
     out = act if splits == 1 else Ptr("float32")
@@ -666,7 +667,9 @@ def describe_launch(M: int, N: int, K: int, group_size: int, zp_bias: int, has_z
     tiles = dict(block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, split_k=splits,
                  num_warps=cfg.num_warps, num_stages=cfg.num_stages, swap_ab=cfg.swap_ab and cfg.use_dot,
                  magic=cfg.magic, packed_load=cfg.packed_load)
-    return Launch(path, tiles, programs=progs, row=_row_of(M, kind, planar))
+    row = _row_of(M, kind, planar) if fitted is None else Row(None, cfg.block_m, cfg.block_n, cfg.block_k,
+                                                                 not cfg.dequant_mm)
+    return Launch(path, tiles, programs=progs, row=row)
 
 
 def _sm_count(device: torch.device) -> int:

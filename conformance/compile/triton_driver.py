@@ -63,8 +63,10 @@ def _compilable_language():
     swapped for views while one compile runs; restored after."""
     import sys
 
+    from conformance.core.runtime import pristine_language
+
     swapped = []
-    with _lock:
+    with _lock, pristine_language():
         try:
             for name, mod in list(sys.modules.items()):
                 if not name.startswith("triton.language") or mod is None:
