@@ -83,9 +83,9 @@ def lane_cases(kernel, target: Target, *, seed: int, profile: str = "ci", sets=S
         for e in catalogue.ENTRIES:
             if e.family == kernel.family:
                 out += e.all_cases(kernel.name)
-    if "regressions" in sets and kernel.family == "w4a16":
-        for K in catalogue.SMALL_K:
-            out += catalogue.small_k_cases(kernel.name, K)
+    if "regressions" in sets:  # the small-K cases are of one family: kept for that family's kernels
+        out += [c for K in catalogue.SMALL_K for c in catalogue.small_k_cases(kernel.name, K)
+                if c.family == kernel.family]
     seen, kept = set(), []
     for c in out:
         key = (c.config(), case_rows(c))
