@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "benchmarks" / "results" / "compile_lane.json"
+KEEP = ("kernel", "target", "key", "verdict", "message", "resources", "id", "path", "cases")  # per record
 
 
 def record(run: dict, commit: str, clean: bool, command: str) -> dict:
@@ -27,10 +28,12 @@ def record(run: dict, commit: str, clean: bool, command: str) -> dict:
         c[r["verdict"]] = c.get(r["verdict"], 0) + 1
     failures = [{k: r[k] for k in ("kernel", "target", "verdict", "message", "id")} for r in recs
                 if r["verdict"] != "pass"]
+    baseline = [dict({k: v for k, v in b.items() if k != "resources"}, resources_changed=len(b["resources"]))
+                for b in run.get("baseline") or []]
     return {"commit": commit, "tree_clean": clean, "command": command, "wall_s": run["wall_s"], "seed": run["seed"],
             "profile": run["profile"], "sets": run["sets"], "targets": run["targets"], "table": run["kernels"],
             "verdicts": counts, "failures": failures, "launch_errors": run["launch_errors"],
-            "baseline": run.get("baseline"), "records": recs}
+            "baseline": baseline, "records": [{k: r[k] for k in KEEP} for r in recs]}
 
 
 def compare(a: dict, b: dict, target: str) -> list[str]:
@@ -57,7 +60,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.cmd == "record":
         doc = record(json.loads(Path(a.run).read_text()), a.commit, a.clean == "1", a.command)
-        Path(a.out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        Path(a.out).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         print(f"wrote {a.out}: {len(doc['records'])} records, {len(doc['failures'])} failures")
         return 0
     lines = compare(json.loads(Path(a.cpu).read_text()), json.loads(Path(a.native).read_text()), a.target)

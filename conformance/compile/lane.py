@@ -193,7 +193,10 @@ def run_lane(kernels, targets, *, seed: int, profile: str = "ci", sets=SETS, cac
             specs, errs = specializations(k, target, seed=seed, profile=profile, sets=sets, cases=cases)
             errors += [f"{k.name} on {target.arch}: {e}" for e in errs]
             if not specs:
-                row[target.arch] = "no launch declared" if not errs else "launch error"
+                paths = sorted({la.path for c in cases[:50]
+                                if (la := k.launch(c.config(), case_rows(c), target)) is not None}) if not errs else []
+                row[target.arch] = ("launch error" if errs else
+                                    f"no JIT program ({', '.join(paths)})" if paths else "no launch declared")
                 continue
             recs = [compile_spec(s, cache=cache) for s in specs]
             records += recs
