@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from conformance.core.launch import Launch, Ptr, triton_program
 from conformance.core.registry import Kernel, register_kernel
 from conformance.core.runtime import cdiv, next_power_of_2
 from conformance.core.targets import Target
@@ -166,6 +167,25 @@ class Fp8GroupQuantTriton(Kernel):
 
     def load(self, config, _unused=None) -> Fp8QuantParams:
         return params_from_config(config)
+
+    def launch(self, config, M: int, target: Target) -> Launch | None:
+        """One path, "group_tile": rows x consecutive groups per program (default_tile, the same on every target),
+        on x [M, hidden] contiguous; None where the gate refuses."""
+        if self.can_implement(config, target) is not None:
+            return None
+        K, g = config.hidden, config.group_size
+        G, block_g = K // g, next_power_of_2(g)
+        t = default_tile(M, G, block_g)
+        p = params_from_config(config)
+        s_strides = (1, M) if config.column_major_scales else (G, 1)
+        prog = triton_program(_fp8_group_quant_kernel, dict(
+            x_ptr=Ptr(config.dtype), q_ptr=Ptr(config.fp8_dtype), s_ptr=Ptr("float32"), M=M, K=K, G=G, stride_xm=K,
+            stride_sm=s_strides[0], stride_sg=s_strides[1], eps=float(p.eps), fp8_max=float(p.fp8_max), GROUP=g,
+            BLOCK_M=t.block_m, BLOCK_G=block_g, GPP=t.groups_per_program, UE8M0=config.ue8m0),
+            dict(num_warps=t.num_warps))
+        return Launch("group_tile", dict(block_m=t.block_m, groups_per_program=t.groups_per_program,
+                                         block_g=block_g, num_warps=t.num_warps), key=(self.name, prog.key),
+                      programs=(prog,))
 
     def launch_config(self) -> dict:
         """The last launch's grid and tile (rows x groups per program), for the compile-boundary check."""

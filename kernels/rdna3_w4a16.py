@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
+from conformance.core.launch import Launch
 from conformance.core.registry import Kernel, register_kernel
 from conformance.families.config import act_dtype
 from references.errors import require
@@ -110,6 +111,13 @@ class RDNA3W4A16(Kernel):
         """fp32 dot per 256-row K split (kernel's K order, q_perm-sorted with act-order), each split rounded to the
         act dtype and atomically added in the act dtype."""
         return torch.float32, SPLIT_K, act_dtype(config.dtype)
+
+    def launch(self, config, M: int, target) -> Launch | None:
+        """vLLM's HIP GPTQ kernel `gptq_gemm_rdna3` ("hip_gptq_rdna3"): no Triton program; the compile lane builds
+        its HIP source with clang (conformance/compile/hip.py)."""
+        if self.can_implement(config, target) is not None:
+            return None
+        return Launch("hip_gptq_rdna3", dict(split_k=SPLIT_K))
 
     def load(self, source, config=None):
         """Checkpoint -> RDNA3Operands (the kernel's prep: exllama shuffle, v1 zeros, act-dtype scales)."""

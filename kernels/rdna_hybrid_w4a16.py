@@ -18,7 +18,9 @@ import triton
 import triton.language as tl
 
 from conformance.core import runtime
+from conformance.core.launch import Launch, Ptr, triton_program
 from conformance.core.registry import Kernel, register_kernel
+from conformance.core.targets import Target
 from conformance.families.config import act_dtype
 from references import packing
 from references.errors import require
@@ -174,12 +176,13 @@ def _largest_pow2_divisor(n: int, cap: int) -> int:
     return p
 
 
-def skinny_tiles(M: int, N: int, K: int, group_size: int) -> TileConfig:
+def skinny_tiles(M: int, N: int, K: int, group_size: int, interpreter: bool | None = None) -> TileConfig:
     """The tile config for a call: the largest legal tiles under the interpreter (its cost is per program x
-    k-step), modest tiles on a GPU. BLOCK_K always divides group_size so a K tile never straddles two groups."""
+    k-step), modest tiles on a GPU (`interpreter` None: as Triton runs here). BLOCK_K always divides group_size so
+    a K tile never straddles two groups."""
     if _forced_tiles:
         return _forced_tiles[-1]
-    if runtime.interpreting():
+    if runtime.interpreting() if interpreter is None else interpreter:
         bm, bn, bk_cap = _pow2_at_least(M, 16, 64), _pow2_at_least(N, 16, 128), 128
     else:
         bm = _pow2_at_least(M, 16, 128)
@@ -391,6 +394,27 @@ class RDNAHybridW4A16(Kernel):
         if gemv_route(M, K):
             return "device" if gemv_availability() is None else "model"
         return self.run_mode(target)
+
+    def launch(self, config, M: int, target) -> Launch | None:
+        """The HIP GEMV ("gemv_hip", no Triton program: compiled from vLLM's HIP source, not here) for
+        M <= 5 and K*M <= 32768, else the Triton skinny GEMM ("skinny") with the tiles of `target` (cpu: the
+        interpreter's), on the operands load builds (packed zeros for uint4, contiguous x)."""
+        # the cpu target asks for the interpreter's choice (the plan's M rows on a CPU host): gated as gfx1100
+        if self.can_implement(config, target if target.is_gpu else Target("rocm", "gfx1100")) is not None:
+            return None
+        N, K = config.N, config.K
+        if gemv_route(M, K):
+            return Launch("gemv_hip", dict(M=M))
+        t = skinny_tiles(M, N, K, config.group_size, interpreter=target.is_cpu)
+        act = Ptr(config.dtype)
+        zf = ZF_PACKED if config.weight_type == "uint4" else ZF_NONE
+        prog = triton_program(_skinny_w4a16_kernel, dict(
+            x_ptr=act, w_ptr=Ptr("int32"), s_ptr=act, z_ptr=Ptr("int32") if zf == ZF_PACKED else act,
+            shift_ptr=Ptr("int32"), y_ptr=act, M=M, N=N, K=K, G=K // config.group_size, stride_xm=K,
+            stride_wn=K // 8, group_size=config.group_size, ZP_BIAS=0 if zf == ZF_PACKED else 8, ZERO_FORM=zf,
+            BLOCK_M=t.block_m, BLOCK_N=t.block_n, BLOCK_K=t.block_k), dict(num_warps=t.num_warps))
+        return Launch("skinny", dict(block_m=t.block_m, block_n=t.block_n, block_k=t.block_k,
+                                     num_warps=t.num_warps), key=(self.name, prog.key), programs=(prog,))
 
     def load(self, source, config=None, zero_form: str | None = None, row_pad: int = 0):
         """Checkpoint -> HybridOperands. zero_form 'packed' ([N/8, G] int32) or 'unpacked' ([N, G] act dtype)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from conformance.core.launch import Launch
 from conformance.core.registry import Kernel, register_kernel
 from conformance.core.targets import Target
 from conformance.families.config import W4A16Config
@@ -52,6 +53,10 @@ class TorchDequantW4A16(Kernel):
     def run_mode(self, target: Target) -> str:
         # plain torch runs natively on the cpu target: never through the Triton interpreter
         return "model" if self.availability(target) is not None else "device"
+
+    def launch(self, config, M: int, target: Target) -> Launch | None:
+        """One path, "torch_dequant" (dequantize, then torch.matmul): no JIT program."""
+        return None if self.can_implement(config, target) is not None else Launch("torch_dequant")
 
     def dequant_dtype(self, config) -> torch.dtype:
         return torch.float16 if config.dtype == "float16" else torch.bfloat16

@@ -29,8 +29,10 @@ import torch
 import triton
 import triton.language as tl
 
+from conformance.core.launch import Launch, Ptr, Row, triton_program
 from conformance.core.registry import Kernel, register_kernel
 from conformance.core.runtime import cdiv, interpreting, next_power_of_2
+from conformance.core.target_limits import compute_units
 from conformance.core.targets import Target
 from references.codecs.operands import PLANAR_BLOCK
 from references.errors import InvalidInput, require
@@ -581,14 +583,93 @@ def gpu_tile_kind(device: torch.device) -> str:
             major, minor = torch.cuda.get_device_capability(index)
             arch = f"sm{major}{minor}"
         _arch_by_index[index] = arch
+    return arch_tile_kind(arch)
+
+
+def arch_tile_kind(arch: str) -> str:
+    """The TILE_TABLE key for a GPU arch: the arch when a measured table exists for it (loaded on first ask),
+    else "gpu"."""
     if arch not in TILE_TABLE and arch not in _tried_arch:
         _tried_arch.add(arch)
         try:
             load_tile_table(arch)
         except (InvalidInput, ValueError, TypeError) as e:
             warnings.warn(f"triton_w4a16: measured tile table for {arch} not used, defaults instead: {e}",
-                          stacklevel=2)
+                          stacklevel=3)
     return arch if arch in TILE_TABLE else "gpu"
+
+
+def target_tile_kind(target: Target) -> str:
+    """The tile-table key a call on `target` reads: "interpreter" for the cpu target, else arch_tile_kind."""
+    return "interpreter" if target.is_cpu else arch_tile_kind(target.arch)
+
+
+def _row_of(M: int, kind: str, planar: bool) -> Row:
+    """The selection row table_tiles picks for M (its threshold and unfitted blocks), for Launch.row."""
+    rows = [*(PLANAR_TABLE.get(kind, ()) if planar else ()), *TILE_TABLE[kind]]
+    for max_m, cfg in rows:
+        if max_m is None or M <= max_m:
+            return Row(max_m, cfg.block_m, cfg.block_n, cfg.block_k, not cfg.dequant_mm)
+    raise AssertionError("tile table has no catch-all row")
+
+
+def describe_launch(M: int, N: int, K: int, group_size: int, zp_bias: int, has_zp: bool, dtype: str, kind: str,
+                    sm_count: int, planar: bool, use_asm: bool, fitted: TileConfig | None = None) -> Launch:
+    """What launch_w4a16_gemm launches for x [M, K] (contiguous, `dtype`) on the operands load_triton_operands
+    builds (b_q [K, N/8], scales [G, N], qzeros [G, N/8] when has_zp; b_planar where `planar`), for table `kind`
+    and `sm_count` SMs: the path, the fitted tiles, the programs with the arguments the launch passes. Mirrors
+    launch_w4a16_gemm line for line (tests/unit/test_compile_lane.py compares it with a recorded launch). `fitted`:
+    tiles used as they are (no table, no fitting), for kernels built on this one that pick their own."""
+    cfg = fitted or fit_tiles(table_tiles(M, kind, planar), M, N, K, group_size, sm_count)
+    act = Ptr(dtype)
+    splits = cfg.split_k
+    out = act if splits == 1 else Ptr("float32")
+    scs = 0 if splits == 1 else M * N
+    progs = []
+    if cfg.planar:
+        R = PLANAR_BLOCK // 4
+        k_blocks = cdiv(K, PLANAR_BLOCK)
+        progs.append(triton_program(_w4a16_planar_kernel, dict(
+            x_ptr=act, b_ptr=Ptr("int16"), s_ptr=act, z_ptr=act, c_ptr=out,
+            M=M, N=N, K=K, G=K // group_size, group_size=group_size, KBT=k_blocks, kb_per_split=cdiv(k_blocks, splits),
+            stride_xm=K, stride_xk=1, stride_bb=N * R, stride_bn=R, stride_sg=N, stride_sn=1,
+            stride_zg=N, stride_zn=1, stride_cs=scs, stride_cm=N, stride_cn=1,
+            ZB=zp_bias, HAS_ZP=has_zp, PG=planes_per_group(K, group_size), R=R, BLOCK_M=cfg.block_m,
+            BLOCK_N=cfg.block_n, EVEN_N=N % cfg.block_n == 0, USE_ASM=use_asm),
+            dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)))
+        path = "planar"
+    else:
+        even_k, even_n = K % cfg.block_k == 0, N % cfg.block_n == 0
+        common = dict(ZP_BIAS=zp_bias, HAS_ZP=has_zp, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+                      PACKED_LOAD=cfg.packed_load, EVEN_K=even_k, EVEN_N=even_n, MAGIC=cfg.magic,
+                      MAGIC_BITS=0x6400 if dtype == "float16" else 0x4300)
+        strides = dict(stride_bk=N // 8, stride_bn=1, stride_sg=N, stride_sn=1, stride_zg=N // 8, stride_zn=1)
+        if cfg.dequant_mm:
+            progs.append(triton_program(_w4a16_dequant_kernel, dict(
+                b_ptr=Ptr("int32"), s_ptr=act, z_ptr=Ptr("int32"), w_ptr=act, N=N, K=K, group_size=group_size,
+                **strides, stride_wk=N, stride_wn=1, **common), dict(num_warps=cfg.num_warps, num_stages=1)))
+            path = "dequant_mm"
+        else:
+            progs.append(triton_program(_w4a16_gemm_kernel, dict(
+                a_ptr=act, b_ptr=Ptr("int32"), s_ptr=act, z_ptr=Ptr("int32"), c_ptr=out,
+                M=M, N=N, K=K, group_size=group_size, tiles_per_split=cdiv(K, cfg.block_k) // splits,
+                stride_am=K, stride_ak=1, **strides, stride_cs=scs, stride_cm=N, stride_cn=1,
+                BLOCK_M=cfg.block_m, USE_DOT=cfg.use_dot, SWAP_AB=cfg.swap_ab and cfg.use_dot, **common),
+                dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)))
+            path = "dot" if cfg.use_dot else "gemv"
+    if splits > 1 and not cfg.dequant_mm:
+        rbm = min(16, next_power_of_2(M))
+        rbn = min(next_power_of_2(N), max(64, 2048 // rbm))
+        progs.append(triton_program(_splitk_reduce_kernel, dict(
+            ws_ptr=Ptr("float32"), c_ptr=act, M=M, N=N, stride_ws=M * N, stride_wm=N, stride_wn=1, stride_cm=N,
+            stride_cn=1, SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn), dict(num_warps=4)))
+        path += "+splitk"
+    tiles = dict(block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, split_k=splits,
+                 num_warps=cfg.num_warps, num_stages=cfg.num_stages, swap_ab=cfg.swap_ab and cfg.use_dot,
+                 magic=cfg.magic, packed_load=cfg.packed_load)
+    row = _row_of(M, kind, planar) if fitted is None else Row(None, cfg.block_m, cfg.block_n, cfg.block_k,
+                                                                 not cfg.dequant_mm)
+    return Launch(path, tiles, programs=progs, row=row)
 
 
 def _sm_count(device: torch.device) -> int:
@@ -902,22 +983,33 @@ class TritonW4A16Base(Kernel):
     def launch_config(self) -> dict:
         return last_launch_config()
 
+    planar_operand = False  # True: load builds b_planar, so a call may take the planar rows
+
+    def launch(self, config, M: int, target: Target) -> Launch | None:
+        """What a call with M rows launches on `target` (cpu: the interpreter's tiles; a GPU: its measured table
+        or the "gpu" one, split-K sized for the target's reference SM count); None when the gate refuses."""
+        if self.can_implement(config, target) is not None:
+            return None
+        sms = 0 if target.is_cpu else compute_units(target.arch, 1)
+        return self._launch(config, M, target_tile_kind(target), sms, PLANAR_ASM and target.kind == "cuda")
+
+    def _launch(self, config, M: int, kind: str, sm_count: int, use_asm: bool) -> Launch:
+        gs = config.K if config.group_size == -1 else config.group_size
+        zp_bias = 0 if config.weight_type == "uint4" else 8
+        launch = describe_launch(M, config.N, config.K, gs, zp_bias, zp_bias == 0, config.dtype, kind, sm_count,
+                                 self.planar_operand, use_asm)
+        return replace(launch, key=(self.name, *launch.key))
+
     def compile_key(self, case):
-        """The tile row the case's M picks on this device, the constexprs that follow from the case (dtype,
-        zero points, even K / N tiles) and Triton's int classes of M, N, K and the group: equal keys share most of
-        their compiled programs (an approximation: it only groups cases, it decides nothing). None in the
+        """The key of the launch the case's M picks on this device (its tile row, the constexprs that follow from
+        the case, Triton's int classes of every int argument): equal keys compile the same programs. None in the
         interpreter, where nothing compiles."""
-        from conformance.core.kernel import triton_int_key
         from conformance.core.runtime import kernel_device
 
         dev = torch.device(kernel_device())
         if dev.type != "cuda":
             return None
-        cfg = table_tiles(case.M, gpu_tile_kind(dev), planar=True)
-        g = case.K if case.group_size == -1 else case.group_size
-        return (self.name, case.dtype, case.weight_type, cfg.block_m, cfg.block_n, cfg.block_k, cfg.split_k,
-                cfg.planar, case.K % cfg.block_k == 0, case.N % cfg.block_n == 0,
-                *(triton_int_key(v) for v in (case.M, case.N, case.K, g)))
+        return self._launch(case.config(), case.M, gpu_tile_kind(dev), _sm_count(dev), planar_uses_asm(dev)).key
 
     def load(self, checkpoint, config=None) -> TritonW4A16Operands:
         return load_triton_operands(checkpoint, allow_act_order=self.allow_act_order)
@@ -933,6 +1025,7 @@ class TritonW4A16(TritonW4A16Base):
     gate_summary = ("cuda/rocm (upstream) and cpu (interpreter); fp16/bf16; uint4b8, uint4; "
                     "group -1/32/64/128/256 or K; N%8==0; K%group==0; no act-order")
     op = torch.ops.conformance.triton_w4a16_gemm.default
+    planar_operand = True
 
     def load(self, checkpoint, config=None) -> TritonW4A16Operands:
         """b_q for every path, plus the planar operands the decode path reads (where the device's tile table has

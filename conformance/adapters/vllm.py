@@ -59,6 +59,7 @@ from conformance.api import (
     torch_dtype,
     unregister_kernel,
 )
+from conformance.core.launch import Launch
 from conformance.core.runtime import configure_triton, interpreting
 
 # (kernel package, where vLLM keeps its per-platform preference lists, label), newest first
@@ -380,6 +381,7 @@ class VllmMPLinearAdapter(Kernel):
         self.checkpoint_format_field = "checkpoint_format" in fields
         self.takes_gidx = "w_gidx_param_name" in inspect.signature(vllm_cls.__init__).parameters
         self._launch: dict = {}
+        self._launches: dict = {}
         self._gates: dict = {}
         self.op = None
         self._expose_op()
@@ -511,6 +513,33 @@ class VllmMPLinearAdapter(Kernel):
 
     def launch_config(self) -> dict | None:
         return dict(self._launch) if self._launch else None
+
+    def launch(self, config, M, target):
+        """What vLLM's wrapper launches for M rows on `target`, read off a real call (vLLM's own tile choice, made
+        under its platform for the target): load a small seeded checkpoint of `config`, apply on zeros with the
+        Triton launch recorded, not run (conformance.core.launch_capture). Path: the Triton kernel's name
+        ("triton_w4a16_gemm", the hybrid's "skinny"), or "gemv_hip" where the hybrid sends M to its HIP GEMV.
+        None for kernels that are not Triton code, or where the gate refuses."""
+        if self.route not in ("triton", "hybrid") or self.can_implement(config, target) is not None:
+            return None
+        if self.route == "hybrid" and self._gemv_route(M, config.K, target):
+            return Launch("gemv_hip", dict(M=M))
+        key = (config, M, str(target))
+        if key not in self._launches:
+            self._launches[key] = self._capture(config, M, target)
+        return self._launches[key]
+
+    def _capture(self, config, M, target):
+        from conformance.core.kernel import RunContext
+        from conformance.core.launch_capture import capture_programs, checkpoint_for
+
+        ctx = RunContext(target, "cpu", "interpreter")
+        ops = self.load(checkpoint_for(config), ctx)
+        x = torch.zeros((M, config.K), dtype=torch_dtype(config.dtype))
+        progs = capture_programs(lambda: self.apply(ops, x, ctx))
+        tiles = {n: v for p in progs for n, v in p.constexprs if n.startswith("BLOCK_")}
+        path = "+".join(p.name.rsplit(".", 1)[-1].strip("_").removesuffix("_kernel") for p in progs) or "no_launch"
+        return Launch(path, tiles, key=(self.name, tuple(p.key for p in progs)), programs=progs)
 
     # ---- load / apply ----
     def load(self, ckpt, ctx=None):
@@ -684,6 +713,7 @@ class VllmFp8GroupQuant(Kernel):
     def __init__(self, fn):
         self.fn = fn
         self._gates: dict = {}
+        self._launches: dict = {}
         self.takes_ue8m0 = "use_ue8m0" in inspect.signature(fn).parameters
         self.gate_note = (f"vLLM {fn.__module__}.{FP8_FUNCTION}, as a model layer calls it: fp8 dtype and limits "
                           "from vLLM's platform for the target")
@@ -740,6 +770,28 @@ class VllmFp8GroupQuant(Kernel):
 
     def numerics(self, config, M=None):
         return Numerics(zero_group_policy="triton", fp8_scale="reciprocal")
+
+    def launch(self, config, M, target):
+        """What vLLM's Triton route launches for M tokens on `target`, read off a real call (launch recorded, not
+        run): path "per_token_group_quant". None for the dispatching kernel on CUDA / ROCm targets (vLLM's compiled
+        op, not Triton code) and where the gate refuses."""
+        if self.can_implement(config, target) is not None:
+            return None
+        if self.route == "dispatch" and target.is_gpu:
+            return None
+        key = (config, M, str(target))
+        if key not in self._launches:
+            from conformance.core.kernel import RunContext
+            from conformance.core.launch_capture import capture_programs
+
+            ctx = RunContext(target, "cpu", "interpreter")
+            p = self.load(config, ctx)
+            x = torch.zeros((M, config.hidden), dtype=torch_dtype(config.dtype))
+            progs = capture_programs(lambda: self.apply(p, x, ctx))
+            tiles = {n: v for q in progs for n, v in q.constexprs if n.isupper()}
+            self._launches[key] = Launch("per_token_group_quant", tiles,
+                                         key=(self.name, tuple(q.key for q in progs)), programs=progs)
+        return self._launches[key]
 
     def load(self, config, ctx=None) -> VllmFp8Params:
         from conformance.api import FP8_DTYPES

@@ -303,6 +303,24 @@ ENTRIES: tuple[Entry, ...] = (
 )
 
 
+# The smallest channelwise K a w4a16 kernel accepts (conformance/suite/test_regressions.py runs these on every kernel;
+# the compile lane compiles what they launch): tl.dot needs K >= 16 on a GPU, so a wrapper that shrinks its K tile to
+# 8 compiles in the interpreter and fails on the device. M values take each path of a tile table.
+SMALL_K = (8, 16)
+SMALL_K_MS = (1, 17, 33, 65, 257)
+SMALL_K_TYPES = (("uint4b8", "float16"), ("uint4", "bfloat16"), ("uint4b8", "bfloat16"), ("uint4", "float16"))
+
+
+def small_k_cases(kernel: str, K: int) -> list[Case]:
+    """The channelwise K = `K` regression cases of `kernel` (exact tier, N = 64, one per SMALL_K_MS row)."""
+    out = []
+    for i, M in enumerate(SMALL_K_MS):
+        wt, dt = SMALL_K_TYPES[i % len(SMALL_K_TYPES)]
+        out.append(Case(family="w4a16", kernel=kernel, regime="exact", tier="exact", seed=8100 + 10 * K + i,
+                        group_size=-1, dtype=dt, M=M, N=64, K=K, weight_type=wt, act_order=False, format="gptq_v2"))
+    return out
+
+
 def entry(key: str) -> Entry:
     for e in ENTRIES:
         if e.key == key:

@@ -1,7 +1,9 @@
 """`repro CASE_ID [--target T]`: run exactly one case; exit 0 pass, 1 fail, 125 cannot run here, 2 bad id.
 
 CASE_ID is a case id or a check id (`...,check=opcheck,...`: a contract or fusion check on one input,
-conformance.cases.check_ids), replayed by conformance.checks.check_replay with the same exit codes. A check id runs
+conformance.cases.check_ids), replayed by conformance.checks.check_replay with the same exit codes, or a compile
+id (`compile/<arch>/<program>/<case id>`, from `python -m conformance compile`): the program recompiled for that
+target by its own compiler (0 pass, 1 compile-error or resource-fail, 125 not launched here, 2 bad id). A check id runs
 on this machine (--target must be left at auto, or name this machine's target).
 
 Exit codes follow `git bisect run`: 125 tells bisect to skip a commit where the case cannot run (the
@@ -14,7 +16,7 @@ from __future__ import annotations
 import sys
 
 NAME = "repro"
-HELP = ("replay one case id or check id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here (incl. "
+HELP = ("replay one case id, check id or compile id: exit 0 pass, 1 fail (or kernel error), 125 cannot run here (incl. "
         "kernel not registered at this commit), 2 bad id")
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_ID, EXIT_CANNOT_RUN = 0, 1, 2, 125
@@ -52,6 +54,13 @@ def _checked_target_and_timeout(args):
 def run(args) -> int:
     from conformance.cases.check_ids import CheckCase, parse_id
     from conformance.core import registry
+
+    if args.case_id.startswith("compile/"):  # a compile record's id: recompile its program for its target
+        from conformance.compile.lane import replay
+
+        code, line = replay(args.case_id)
+        print(line)
+        return code
 
     case = parse_id(args.case_id)  # InvalidInput -> exit 2 in cli.main
     target = _checked_target_and_timeout(args)

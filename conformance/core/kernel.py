@@ -14,8 +14,11 @@ optional and declared, never detected:
   determinism check read;
 - `op` (a torch.library op handle, for contract checks) and `launch_config()` (the tiles of the last call,
   for the compile-boundary check);
+- `launch(config, M, target)`: what a call with M rows launches on `target` (a `conformance.core.launch.Launch`:
+  the kernel's code path, its tiles, its compile key and the JIT programs with their signatures and constexprs);
+  the plan places M on its rows, the GPU grouping and the compile lane read it. Default None: not declared;
 - `compile_key(case)`: what a call on the case compiles (JIT kernels), so that cases sharing a specialization
-  run on one pytest-xdist worker;
+  run on one pytest-xdist worker; by default the key of `launch` for this machine's target;
 - `simulated_on_device` (default False): the kernel's `apply` is Triton code that runs on any Triton backend,
   so on a GPU host a simulated target's cases (another vendor's or generation's gate and tile choice) run its
   real code on this machine's device, as the interpreter runs it on a CPU host, instead of its model.
@@ -279,14 +282,30 @@ class Kernel(abc.ABC):
                         deterministic=self.deterministic, exact_tier_max_k=self.exact_tier_max_k,
                         zero_group_policy=self.zero_group_policy, device_inexact_reason=self.device_inexact_reason)
 
+    def launch(self, config, M: int, target: Target):
+        """What a call on `config` with M rows launches on `target`: a `conformance.core.launch.Launch` (path,
+        tiles, compile key, JIT programs, selection row), or None when the kernel does not say (the default:
+        plugins written before this hook) or does not serve the config there. Pure: no hardware, no allocation;
+        `target` may be any named target (the compile lane asks for targets this machine is not), and the cpu
+        target means the interpreter's choice. One answer for the plan (its M rows), the GPU grouping
+        (`compile_key`) and the compile lane (`python -m conformance compile`)."""
+        return None
+
     def compile_key(self, case) -> Any:
         """What a call on `case` compiles, for a JIT kernel: equal keys share one compiled specialization (for
         Triton: every constexpr and the tile the case's M picks, the dtypes of the pointers, and for each int
         argument whether it is 1, divisible by 16 or neither: `triton_int_key`). Any hashable value with a stable
         repr. The pytest plugin puts the CI plan's cases with equal keys in one pytest-xdist group, so under
-        `--dist loadgroup` one worker compiles each specialization once. Default None: no grouping (kernels that
-        compile nothing, and plugins written before this hook)."""
-        return None
+        `--dist loadgroup` one worker compiles each specialization once. Default: the key of `launch(case's config,
+        M, this machine's target)` where kernels compile here (a GPU), else None: no grouping (kernels that compile
+        nothing, the interpreter, and plugins that declare no launch)."""
+        from conformance.core.runtime import kernel_device
+        from conformance.core.targets import detect_target
+
+        if kernel_device() == "cpu":
+            return None
+        launch = self.launch(case.config(), case_rows(case), detect_target())
+        return None if launch is None else launch.key
 
     def launch_config(self) -> dict | None:
         """The launch (tiles, path) of the most recent `apply`, for the compile-boundary check; None: not reported."""
@@ -312,6 +331,12 @@ class Kernel(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<kernel {self.name} family={self.family} priority={self.priority}>"
+
+
+def case_rows(case) -> int | None:
+    """The row count of one call on `case` (W4A16's M, FP8's tokens): the M that `Kernel.launch` takes."""
+    m = getattr(case, "M", None)
+    return getattr(case, "tokens", None) if m is None else m
 
 
 def triton_int_key(n: int) -> int | str:

@@ -5,6 +5,7 @@ TRITON_INTERPRET when the decorator runs); `kernels/__init__.py` calls it first.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 
 from conformance.core import interpreter_fixes, interpreter_speed
@@ -25,6 +26,51 @@ def configure_triton() -> None:
     if interpreting():
         interpreter_fixes.apply()
         interpreter_speed.apply()
+        snapshot_language()
+
+
+# Triton's language objects as imported, before any interpreted run: the interpreter patches their builtins while a
+# kernel runs and does not always restore them (a device-function call patches without a restore), which breaks a
+# later compile in the same process (conformance/compile). pristine_language() puts these values back for a while.
+_PRISTINE: list = []
+
+
+def _language_objects() -> list:
+    import triton.language as tl
+
+    objs = [tl, tl.core, tl.math, tl.standard, tl.tensor, tl.dtype, getattr(tl, "condition", None),
+            getattr(tl.core, "tensor_descriptor_base", None)]
+    return [o for o in objs if o is not None]
+
+
+def snapshot_language() -> None:
+    """Record Triton's language objects as they are now (once; configure_triton calls it before any kernel runs)."""
+    if not _PRISTINE:
+        _PRISTINE.extend((o, dict(vars(o))) for o in _language_objects())
+
+
+@contextlib.contextmanager
+def pristine_language():
+    """Inside, Triton's language objects hold their recorded values (the interpreter's leftover patches undone);
+    restored after. A no-op where no snapshot was taken (a GPU host: nothing is interpreted)."""
+    changed = []
+    try:
+        for obj, values in _PRISTINE:
+            for name, v in values.items():
+                cur = vars(obj).get(name, _MISSING)
+                if cur is not v and not name.startswith("__"):
+                    changed.append((obj, name, cur))
+                    setattr(obj, name, v)
+        yield
+    finally:
+        for obj, name, cur in reversed(changed):
+            if cur is _MISSING:
+                delattr(obj, name)
+            else:
+                setattr(obj, name, cur)
+
+
+_MISSING = object()
 
 
 def kernel_device() -> str:

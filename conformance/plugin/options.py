@@ -25,6 +25,10 @@ def pytest_addoption(parser):
     g.addoption("--conformance-profile", default="ci", metavar="PROFILE",
                 help="hypothesis profile and shape ranges: ci, nightly or exhaustive (default ci: derandomized, "
                      "small shapes)")
+    g.addoption("--conformance-compile-targets", default=None, metavar="T,T",
+                help="run the compile lane as tests: every selected kernel's specializations compiled for these GPU "
+                     "targets by their own compilers, e.g. gfx1100,gfx1151,gfx1201,gfx942,gfx950,sm80,sm90,sm100,"
+                     "sm120 (default: off; python -m conformance compile is the same lane as a command)")
     g.addoption("--conformance-case", default=None, metavar="CASE_ID",
                 help="replay exactly this case id (other kernels/tiers are deselected)")
     g.addoption("--conformance-report", default=None, metavar="PATH",

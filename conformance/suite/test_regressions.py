@@ -187,9 +187,7 @@ def test_block_k_override_is_clamped(kernel_name, block_k):
 # them on every run, for every w4a16 kernel (plugins included), at M values that take each path of a tile table
 # (GEMV, swap_ab dot, dot, dequant_mm, the catch-all).
 
-SMALL_K = (8, 16)
-SMALL_K_MS = (1, 17, 33, 65, 257)
-SMALL_K_TYPES = (("uint4b8", "float16"), ("uint4", "bfloat16"), ("uint4b8", "bfloat16"), ("uint4", "float16"))
+SMALL_K = catalogue.SMALL_K
 
 
 @pytest.mark.parametrize("K", SMALL_K)
@@ -199,10 +197,7 @@ def test_smallest_channelwise_k_runs(kernel_name, K):
     k = registry.get_kernel(kernel_name)
     t = _target(kernel_name)
     failures, refusals, ran = [], set(), 0
-    for i, M in enumerate(SMALL_K_MS):
-        wt, dt = SMALL_K_TYPES[i % len(SMALL_K_TYPES)]
-        case = Case(family="w4a16", kernel=kernel_name, regime="exact", tier="exact", seed=8100 + 10 * K + i,
-                    group_size=-1, dtype=dt, M=M, N=64, K=K, weight_type=wt, act_order=False, format="gptq_v2")
+    for case in catalogue.small_k_cases(kernel_name, K):
         why = k.can_implement(case.config(), t)
         if why is not None:
             refusals.add(why)

@@ -13,6 +13,7 @@ def _key(monkeypatch, case_id, kind="gpu"):
     tw = pytest.importorskip("conformance_kernels.triton_w4a16")
     monkeypatch.setattr(runtime, "kernel_device", lambda *a, **k: "cuda:0")
     monkeypatch.setattr(tw, "gpu_tile_kind", lambda dev: kind)
+    monkeypatch.setattr(tw, "_sm_count", lambda dev: 132)  # the device's SMs size split-K (an H200's here)
     return registry.get_kernel("triton_w4a16").compile_key(parse_case_id(case_id))
 
 
@@ -20,7 +21,8 @@ def test_equal_for_the_same_specialization_and_different_otherwise(monkeypatch):
     base = _key(monkeypatch, BASE)
     assert base is not None
     assert _key(monkeypatch, BASE.replace("seed=1", "seed=7").replace("regime=exact", "regime=exact_wide")) == base
-    assert _key(monkeypatch, BASE.replace("M=3", "M=5")) == base          # same tile row, same int class
+    assert _key(monkeypatch, BASE.replace("M=3", "M=4")) == base  # same tile row, int classes, split reduce tile
+    assert _key(monkeypatch, BASE.replace("M=3", "M=5")) != base  # the split reduce tile: BLOCK_M 8, not 4
     for other in (BASE.replace("dt=fp16", "dt=bf16"), BASE.replace("wt=uint4", "wt=uint4b8"),
                   BASE.replace("M=3", "M=1"), BASE.replace("N=64", "N=72"), BASE.replace("K=256", "K=288")):
         assert _key(monkeypatch, other) != base, other

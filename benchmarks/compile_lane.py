@@ -1,0 +1,72 @@
+"""benchmarks/results/compile_lane.json from a `python -m conformance compile` run, and the check that a native run
+on a GPU host gives the same verdicts as the cross-compiled one.
+
+    python benchmarks/compile_lane.py record RUN/compile.json --commit SHA --clean 1 --command "..."
+    python benchmarks/compile_lane.py compare CPU/compile.json NATIVE/compile.json --target sm90
+
+record: the run's records (verdicts, messages, resources, ids), the table kernel x target, the failures with their
+replay ids, and where the figures came from (the commit the run was made at and whether its tree was clean, the
+command, its wall time). compare: the verdict of every compile id present in both runs for the target; exit 0 when
+they agree, 1 otherwise (each difference printed)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "benchmarks" / "results" / "compile_lane.json"
+KEEP = ("kernel", "target", "key", "verdict", "message", "resources", "id", "path", "cases")  # per record
+
+
+def record(run: dict, commit: str, clean: bool, command: str) -> dict:
+    recs = run["records"]
+    counts: dict = {}
+    for r in recs:
+        c = counts.setdefault(r["kernel"], {}).setdefault(r["target"], {})
+        c[r["verdict"]] = c.get(r["verdict"], 0) + 1
+    failures = [{k: r[k] for k in ("kernel", "target", "verdict", "message", "id")} for r in recs
+                if r["verdict"] != "pass"]
+    baseline = [dict({k: v for k, v in b.items() if k != "resources"}, resources_changed=len(b["resources"]))
+                for b in run.get("baseline") or []]
+    return {"commit": commit, "tree_clean": clean, "command": command, "wall_s": run["wall_s"], "seed": run["seed"],
+            "profile": run["profile"], "sets": run["sets"], "targets": run["targets"], "table": run["kernels"],
+            "verdicts": counts, "failures": failures, "launch_errors": run["launch_errors"],
+            "baseline": baseline, "records": [{k: r[k] for k in KEEP} for r in recs]}
+
+
+def compare(a: dict, b: dict, target: str) -> list[str]:
+    va = {r["id"]: r["verdict"] for r in a["records"] if r["target"] == target}
+    vb = {r["id"]: r["verdict"] for r in b["records"] if r["target"] == target}
+    both = sorted(set(va) & set(vb))
+    diffs = [f"{i}: {va[i]} vs {vb[i]}" for i in both if va[i] != vb[i]]
+    return [f"{len(both)} compile ids in both runs for {target}; {len(diffs)} differ"] + diffs
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("record")
+    r.add_argument("run")
+    r.add_argument("--commit", required=True)
+    r.add_argument("--clean", choices=("0", "1"), required=True)
+    r.add_argument("--command", required=True)
+    r.add_argument("--out", default=str(OUT))
+    c = sub.add_parser("compare")
+    c.add_argument("cpu")
+    c.add_argument("native")
+    c.add_argument("--target", default="sm90")
+    a = p.parse_args(argv)
+    if a.cmd == "record":
+        doc = record(json.loads(Path(a.run).read_text()), a.commit, a.clean == "1", a.command)
+        Path(a.out).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
+        print(f"wrote {a.out}: {len(doc['records'])} records, {len(doc['failures'])} failures")
+        return 0
+    lines = compare(json.loads(Path(a.cpu).read_text()), json.loads(Path(a.native).read_text()), a.target)
+    print("\n".join(lines))
+    return 0 if len(lines) == 1 and not lines[0].startswith("0 ") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""The compile lane: every specialization the suite's cases would launch on a GPU target, compiled by that target's
+own compiler on this machine, each compile a verdict with its resources and a replayable id.
+
+    specializations(kernel, target, seed, profile, sets) -> [Spec]   # deduped by program key
+    run_lane(kernels, targets, seed, profile, sets, cache) -> [record]
+    replay(compile_id) -> exit code (0 pass, 1 compile-error / resource-fail, 125 cannot judge here, 2 bad id)
+
+Cases: the CI plan's rows of both tiers for the target (`sets` "plan"), the catalogue's pinned cases of the kernel's
+family ("catalogue") and the smallest-K regression cases ("regressions"), each kept where the kernel's gate accepts
+it on the target. What a case launches there is the kernel's own answer, `Kernel.launch(config, M, target)`; a
+kernel that declares none has no compile records (the table says so). Each distinct program (name, signature,
+constexprs, options) is compiled once per target.
+
+A record (one per compile, `compile.json`): kernel, target, key (program name and a hash of its specialization),
+verdict (pass, compile-error with the compiler's first line, resource-fail with the limit crossed), message,
+resources (registers, spills, scratch, LDS / shared memory, occupancy, warnings), id (`compile/<arch>/<program>/
+<case id>`: the first case that launches it; `python -m conformance repro ID` recompiles it), plus path, tiles,
+program, constexprs, cases (how many cases launch it), seconds and cached.
+
+Compiles are cached under the user cache dir (`conformance.core.tree.cache_dir("compile")`), keyed by the program's
+specialization, the hash of its source and of every JIT function it calls, the target and the Triton version:
+a second run of an unchanged tree compiles nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+
+from conformance.cases.ids import Case, parse_case_id
+from conformance.core import registry
+from conformance.core.kernel import case_rows
+from conformance.core.launch import Launch, Program
+from conformance.core.target_limits import LANE_TARGETS, limits
+from conformance.core.targets import Target, parse_target
+from references.errors import InvalidInput, require
+
+SETS = ("plan", "catalogue", "regressions")
+VERDICTS = ("pass", "compile-error", "resource-fail")
+CACHE_VERSION = 2  # bump when a record's meaning changes
+ID_PREFIX = "compile/"
+EXIT_PASS, EXIT_FAIL, EXIT_BAD_ID, EXIT_CANNOT = 0, 1, 2, 125
+
+
+@dataclass
+class Spec:
+    """One program to compile for one target: the kernel, the first case that launches it and its launch, and how
+    many cases launch it."""
+
+    kernel: str
+    target: Target
+    program: Program
+    launch: Launch
+    case: Case
+    cases: int = 1
+    paths: set = field(default_factory=set)
+
+
+def short_name(program: Program) -> str:
+    return program.name.rsplit(".", 1)[-1]
+
+
+def program_hash(program: Program) -> str:
+    return hashlib.sha256(repr(program.key).encode()).hexdigest()[:12]
+
+
+def compile_id(target: Target, program: Program, case: Case) -> str:
+    return f"{ID_PREFIX}{target.arch}/{short_name(program)}/{case.id}"
+
+
+def lane_cases(kernel, target: Target, *, seed: int, profile: str = "ci", sets=SETS) -> list[Case]:
+    """The cases of `sets` for `kernel` that its gate accepts on `target`, in a stable order."""
+    from conformance.cases.ids import TIERS
+    from conformance.cases.plan import ci_plan
+    from conformance.checks import catalogue
+
+    out: list[Case] = []
+    if "plan" in sets:
+        for tier in TIERS:
+            out += ci_plan(kernel, target, tier, seed=seed, profile=profile)
+    if "catalogue" in sets:
+        for e in catalogue.ENTRIES:
+            if e.family == kernel.family:
+                out += e.all_cases(kernel.name)
+    if "regressions" in sets:  # the small-K cases are of one family: kept for that family's kernels
+        out += [c for K in catalogue.SMALL_K for c in catalogue.small_k_cases(kernel.name, K)
+                if c.family == kernel.family]
+    seen, kept = set(), []
+    for c in out:
+        key = (c.config(), case_rows(c))
+        if key in seen:
+            continue
+        seen.add(key)
+        if kernel.can_implement(c.config(), target) is None:
+            kept.append(c)
+    return kept
+
+
+def specializations(kernel, target: Target, *, seed: int, profile: str = "ci", sets=SETS,
+                    cases: list | None = None) -> tuple[list[Spec], list[str]]:
+    """(the distinct programs the cases launch on `target`, in first-launch order; errors of `launch` itself)."""
+    specs: dict = {}
+    errors = []
+    for c in (lane_cases(kernel, target, seed=seed, profile=profile, sets=sets) if cases is None else cases):
+        try:
+            launch = kernel.launch(c.config(), case_rows(c), target)
+        except Exception as e:  # noqa: BLE001 - a launch that raises is the kernel's error, reported per case
+            errors.append(f"{c.id}: launch raised {type(e).__name__}: {e}")
+            continue
+        if launch is None:
+            continue
+        for p in launch.programs:
+            s = specs.get(p.key)
+            if s is None:
+                specs[p.key] = Spec(kernel.name, target, p, launch, c, paths={launch.path})
+            else:
+                s.cases += 1
+                s.paths.add(launch.path)
+    return list(specs.values()), errors
+
+
+# ---- compiling, cached ------------------------------------------------------------------------------------------
+
+def _cache_file(program: Program, arch: str):
+    import triton
+
+    from conformance.compile.triton_driver import source_digest
+    from conformance.core.tree import cache_dir
+
+    text = json.dumps([CACHE_VERSION, repr(program.key), source_digest(program), arch, triton.__version__])
+    return cache_dir("compile", "triton") / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+
+
+def compile_spec(spec: Spec, *, cache: bool = True) -> dict:
+    """The record of one spec: compiled (or read from the cache) and judged against its target's limits."""
+    from conformance.compile.resources import judge
+    from conformance.compile.triton_driver import compile_program
+
+    lim = limits(spec.target.arch)
+    path = _cache_file(spec.program, lim.arch) if cache else None
+    raw, cached = None, False
+    if path is not None and path.is_file():
+        try:
+            raw, cached = json.loads(path.read_text(encoding="utf-8")), True
+        except (OSError, ValueError):
+            raw = None
+    if raw is None:
+        raw = compile_program(spec.program, lim)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(raw), encoding="utf-8")
+            os.replace(tmp, path)  # atomic: xdist workers may write the same entry
+    if raw["ok"]:
+        verdict, message, occ, warns = judge(raw["resources"], lim, spec.program)
+        res = dict(raw["resources"], occupancy=occ, warnings=warns)
+    else:
+        verdict, message, res = "compile-error", raw["message"], None
+    key = f"{short_name(spec.program)}:{program_hash(spec.program)}"
+    return {"kernel": spec.kernel, "target": lim.arch, "key": key, "verdict": verdict, "message": message,
+            "resources": res, "id": compile_id(spec.target, spec.program, spec.case),
+            "program": spec.program.name, "path": "/".join(sorted(spec.paths)), "tiles": dict(spec.launch.tiles),
+            "constexprs": {k: _plain(v) for k, v in spec.program.constexprs},
+            "options": dict(spec.program.options), "cases": spec.cases, "seconds": raw.get("seconds"),
+            "cached": cached}
+
+
+def _plain(v):
+    return v if isinstance(v, (int, float, str, bool)) or v is None else repr(v)
+
+
+def lane_kernels(names=None) -> list:
+    """The kernels the lane reads: `names` (each must be registered), else every registered kernel."""
+    if names:
+        return [registry.get_kernel(n) for n in names]
+    return list(registry.all_kernels())
+
+
+def run_lane(kernels, targets, *, seed: int, profile: str = "ci", sets=SETS, cache: bool = True,
+             progress=None) -> dict:
+    """{"records": [...], "kernels": {name: {target: status line}}, "errors": [...]}: every kernel on every target.
+    A kernel that declares no launch on any accepted case is listed as such (no record)."""
+    records, errors, table = [], [], {}
+    for k in kernels:
+        row = table.setdefault(k.name, {})
+        for t in targets:
+            target = t if isinstance(t, Target) else parse_target(t)
+            cases = lane_cases(k, target, seed=seed, profile=profile, sets=sets)
+            if not cases:
+                row[target.arch] = "refused"
+                continue
+            specs, errs = specializations(k, target, seed=seed, profile=profile, sets=sets, cases=cases)
+            errors += [f"{k.name} on {target.arch}: {e}" for e in errs]
+            if not specs:
+                paths = sorted({la.path for c in cases[:50]
+                                if (la := k.launch(c.config(), case_rows(c), target)) is not None}) if not errs else []
+                row[target.arch] = ("launch error" if errs else
+                                    f"no JIT program ({', '.join(paths)})" if paths else "no launch declared")
+                continue
+            recs = [compile_spec(s, cache=cache) for s in specs]
+            records += recs
+            bad = sum(r["verdict"] != "pass" for r in recs)
+            row[target.arch] = f"{len(recs) - bad}/{len(recs)} pass"
+            if progress:
+                progress(k.name, target.arch, recs)
+    return {"records": records, "kernels": table, "errors": errors}
+
+
+def table_text(result: dict, targets) -> str:
+    """The target x kernel table: passing / compiled per cell, 'refused' where the gate takes no case there."""
+    archs = [t if isinstance(t, str) else t.arch for t in targets]
+    archs = [a.split(":")[-1] for a in archs]
+    names = sorted(result["kernels"])
+    w = max([len("kernel"), *(len(n) for n in names)])
+    cells = {n: [result["kernels"][n].get(a, "-") for a in archs] for n in names}
+    cw = [max(len(a), *(len(cells[n][i]) for n in names)) if names else len(a) for i, a in enumerate(archs)]
+    lines = ["kernel".ljust(w) + "  " + "  ".join(a.ljust(cw[i]) for i, a in enumerate(archs))]
+    for n in names:
+        lines.append(n.ljust(w) + "  " + "  ".join(c.ljust(cw[i]) for i, c in enumerate(cells[n])))
+    return "\n".join(lines)
+
+
+# ---- replay -----------------------------------------------------------------------------------------------------
+
+def parse_compile_id(text: str) -> tuple[Target, str, Case]:
+    """(target, program short name, case) of a compile id; InvalidInput naming the id otherwise."""
+    parts = text.split("/", 3)
+    require(len(parts) == 4 and parts[0] + "/" == ID_PREFIX and parts[1] and parts[2], "compile id", text,
+            "compile/<arch>/<program>/<case id>, as a compile record's id")
+    target = parse_target(parts[1])
+    require(target.is_gpu, "compile id target", parts[1], f"a GPU target ({', '.join(LANE_TARGETS)})")
+    return target, parts[2], parse_case_id(parts[3])
+
+
+def replay(text: str, *, cache: bool = False) -> tuple[int, str]:
+    """(exit code, one line) of recompiling the program a compile id names."""
+    try:
+        target, prog, case = parse_compile_id(text)
+        limits(target.arch)
+    except InvalidInput as e:
+        return EXIT_BAD_ID, f"error: {e}"
+    try:
+        kernel = registry.get_kernel(case.kernel)
+    except registry.RegistryError as e:
+        return EXIT_CANNOT, f"SKIP {text} -- {e}"
+    why = kernel.can_implement(case.config(), target)
+    if why is not None:
+        return EXIT_CANNOT, f"SKIP {text} -- the gate refuses it on {target}: {why}"
+    launch = kernel.launch(case.config(), case_rows(case), target)
+    match = [p for p in (launch.programs if launch else ()) if short_name(p) == prog]
+    if not match:
+        return EXIT_CANNOT, (f"SKIP {text} -- {kernel.name} launches no program {prog!r} for this case on "
+                             f"{target} at this commit")
+    spec = Spec(kernel.name, target, match[0], launch, case)
+    rec = compile_spec(spec, cache=cache)
+    line = f"{rec['verdict'].upper()} {text}" + (f" -- {rec['message']}" if rec["message"] else "")
+    return (EXIT_PASS if rec["verdict"] == "pass" else EXIT_FAIL), line
