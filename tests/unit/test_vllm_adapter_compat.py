@@ -1,4 +1,7 @@
-"""vllm_platform.set_import_platform: a vLLM module first imported inside a simulated target's call runs its
+"""The vLLM adapter across releases, without a real vLLM: the lazy imports of 0.34.0 and the hybrid's GEMV rule of
+0.26.0-0.34.0.
+
+vllm_platform.set_import_platform: a vLLM module first imported inside a simulated target's call runs its
 import-time code under the platform vLLM was imported under, then answers to the current one.
 
 vLLM 0.34.0's `replace_parameter` imports `vllm.model_executor.model_loader` lazily, inside
@@ -77,3 +80,26 @@ def test_without_an_import_platform_nothing_is_wrapped(fake_vllm):
 
     assert vllm.lazy_outer.SEEN_AT_IMPORT is simulated
     assert not isinstance(vllm.lazy_outer.__loader__, vllm_platform._ImportTimeLoader)
+
+
+def test_hybrid_gemv_route_follows_each_releases_rule(monkeypatch):
+    """The hybrid's GEMV rule as each release writes it: K * M <= LDS_CAPACITY_ELEMENTS (0.26.0-0.31.0), the
+    MEDIUM_SKINNY_LIMIT_ELEMENTS (0.32.0), plus every M <= 5 on gfx115x (0.33.0, `_on_gfx115x`)."""
+    import types
+
+    from conformance.adapters.vllm import VllmMPLinearAdapter
+
+    def adapter_of(name, **consts):
+        mod = types.ModuleType(name)
+        vars(mod).update(MAX_SKINNY_BATCH_SIZE=5, **consts)
+        cls = type("RDNAHybridW4A16LinearKernel", (), {"__module__": name})
+        monkeypatch.setitem(sys.modules, name, mod)
+        return types.SimpleNamespace(vllm_cls=cls)
+
+    old = adapter_of("fake_hybrid_0_29", LDS_CAPACITY_ELEMENTS=100)
+    assert VllmMPLinearAdapter._gemv_route(old, 5, 20, None) is True
+    assert VllmMPLinearAdapter._gemv_route(old, 5, 21, None) is False
+    assert VllmMPLinearAdapter._gemv_route(old, 6, 1, None) is False
+    medium = adapter_of("fake_hybrid_0_32", LDS_CAPACITY_ELEMENTS=100, MEDIUM_SKINNY_LIMIT_ELEMENTS=120)
+    assert VllmMPLinearAdapter._gemv_route(medium, 5, 24, None) is True
+    assert VllmMPLinearAdapter._gemv_route(medium, 5, 25, None) is False
