@@ -30,6 +30,7 @@ computes fma(q, s, zeros) with one rounding, so GemLite's load step is tested wh
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 
 import torch
@@ -60,6 +61,13 @@ def import_gemlite():
         return None, f"gemlite not importable: {type(e).__name__}: {' '.join(str(e).split())[:300]}"
 
 
+def a16wn_takes_dtype() -> bool:
+    """True when the installed GemLite's A16Wn takes `dtype` (0.4.8 and later; earlier releases pack fp16 only)."""
+    from gemlite.helper import A16Wn
+
+    return "dtype" in inspect.signature(A16Wn.__init__).parameters
+
+
 class GemLiteA16W4(Kernel):
     """GemLite's grouped A16W4 GEMM; see the module docstring for the contract."""
 
@@ -80,6 +88,9 @@ class GemLiteA16W4(Kernel):
             return f"weight_type={config.weight_type!r} not supported (allowed: {', '.join(WEIGHT_TYPES)})"
         if config.dtype not in ("float16", "bfloat16"):
             return f"dtype={config.dtype!r} not supported (allowed: float16, bfloat16)"
+        if config.dtype != "float16" and not a16wn_takes_dtype():
+            return (f"dtype={config.dtype!r} not supported by this GemLite release (allowed: float16; its A16Wn has "
+                    "no dtype and packs fp16, as GemLite before 0.4.8 does)")
         if config.act_order:
             return "act_order=True not supported (GemLite has no g_idx)"
         if config.group_size == -1 or config.group_size >= config.K:
@@ -112,9 +123,11 @@ class GemLiteA16W4(Kernel):
             raise ValueError(f"{NAME}: act-order checkpoints are not supported (GemLite has no g_idx)")
         device = ctx.device if ctx is not None else ("cuda" if torch.cuda.is_available() else "cpu")
         act = ckpt.act_dtype
-        return A16Wn(device=device, dtype=act).from_weights(
+        # GemLite before 0.4.8: A16Wn(device) packs fp16 only (the gate refuses bf16 there) and bias is required
+        a16wn = A16Wn(device=device, dtype=act) if a16wn_takes_dtype() else A16Wn(device=device)
+        return a16wn.from_weights(
             W_q=w.q.t().contiguous().to(torch.uint8), scales=w.scales.t().contiguous().to(act),
-            zeros=w.zero_points().t().contiguous().to(act), W_nbits=4, group_size=w.gs)
+            zeros=w.zero_points().t().contiguous().to(act), W_nbits=4, group_size=w.gs, bias=None)
 
     def apply(self, lin, x, ctx=None):
         return lin(x)

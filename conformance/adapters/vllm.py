@@ -489,11 +489,14 @@ class VllmMPLinearAdapter(Kernel):
     def _gemv_route(self, M: int, K: int, target) -> bool:
         """True when vLLM's hybrid sends a call of M rows to its HIP GEMV on `target` (its own rule)."""
         mod = inspect.getmodule(self.vllm_cls)
+        # the rule changed across releases: 0.26.0-0.31.0 K * M <= LDS_CAPACITY_ELEMENTS; 0.32.0 a MEDIUM limit;
+        # 0.33.0 also every M <= 5 on gfx115x (_on_gfx115x)
+        limit = getattr(mod, "MEDIUM_SKINNY_LIMIT_ELEMENTS", None) or mod.LDS_CAPACITY_ELEMENTS
         gfx115x = False
-        if target is not None:
+        if target is not None and hasattr(mod, "_on_gfx115x"):
             with vllm_platform.as_target(target):
                 gfx115x = mod._on_gfx115x()
-        return M <= mod.MAX_SKINNY_BATCH_SIZE and (K * M <= mod.MEDIUM_SKINNY_LIMIT_ELEMENTS or gfx115x)
+        return M <= mod.MAX_SKINNY_BATCH_SIZE and (K * M <= limit or gfx115x)
 
     def gemv_absent(self) -> str | None:
         if _has_op("_rocm_C", "wvSplitK_int4_g"):

@@ -172,10 +172,72 @@ def reset() -> None:
     _HOLDERS[:] = [0, []]
     COMPILED_ABSENT = None
     IMPORTED_UNDER = None
+    set_import_platform(None)
 
 
 IMPORT_DISPATCH_KEY = "CompositeExplicitAutograd"
 IMPORTED_UNDER: str | None = None  # set by import_scope when vLLM's kernels were imported under a stand-in platform
+_IMPORT_PLATFORM: list = [None]  # the platform vLLM's modules are imported under (import_scope sets it)
+
+
+class _ImportTimeLoader:
+    """A module loader that executes its module (and every module that one imports) with `vllm.platforms`'
+    current platform set to the import-time platform, then binds the new modules to the platform answering at that
+    moment (a simulated target's, inside as_target). Every other attribute is the wrapped loader's."""
+
+    def __init__(self, inner):
+        self._inner = inner
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        pkg = sys.modules["vllm.platforms"]
+        answering, importing = pkg._current_platform, _IMPORT_PLATFORM[0]
+        before = set(sys.modules)
+        pkg._current_platform = importing
+        try:
+            self._inner.exec_module(module)
+        finally:
+            pkg._current_platform = answering
+            for name in set(sys.modules) - before | {module.__name__}:
+                m = sys.modules.get(name)
+                if name.startswith("vllm.") and m is not None and m.__dict__.get("current_platform") is importing:
+                    m.current_platform = answering
+
+
+class _ImportTimeFinder:
+    """On sys.meta_path (set_import_platform): a vllm.* module first imported while another platform than the
+    import-time one is current (vLLM imports some modules lazily, inside a call: 0.34.0's `replace_parameter`
+    imports `vllm.model_executor.model_loader`, whose attention modules ask `current_platform.is_cuda()` at import
+    and then import the compiled flash-attention extension) is loaded by _ImportTimeLoader."""
+
+    def find_spec(self, name, path=None, target=None):
+        pkg = sys.modules.get("vllm.platforms")
+        if (not name.startswith("vllm.") or pkg is None or _IMPORT_PLATFORM[0] is None
+                or pkg.__dict__.get("_current_platform") is _IMPORT_PLATFORM[0]):
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _ImportTimeLoader(spec.loader)
+                return spec
+        return None
+
+
+def set_import_platform(platform) -> None:
+    """From now on, a vLLM module first imported in this process runs its import-time code under `platform` (the one
+    vLLM's kernel package was imported under), whatever platform is current then, as if it had been imported at
+    startup; afterwards it answers to the current one like every other vLLM module. None: no longer."""
+    _IMPORT_PLATFORM[0] = platform
+    if platform is not None and not any(isinstance(f, _ImportTimeFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ImportTimeFinder())
 
 
 @contextlib.contextmanager
@@ -189,7 +251,9 @@ def import_scope():
     tensors alike; with the CpuPlatform's own key, CUDA tensors could not reach them); import-time answers are the CPU
     platform's (no compiled CUTLASS path: true, the compiled ops are absent). On exit every module that bound that
     stand-in is rebound to the machine's real platform, which answers every gate and every call from then on, and
-    IMPORTED_UNDER says so. Elsewhere (vLLM's compiled library loaded, or a CPU machine) nothing is swapped."""
+    IMPORTED_UNDER says so. Elsewhere (vLLM's compiled library loaded, or a CPU machine) nothing is swapped. Either
+    way the platform of the import is also the one every vLLM module imported later runs its import-time code under
+    (set_import_platform), so a lazy import inside a simulated target's call is not a CUDA import on a CPU host."""
     global IMPORTED_UNDER
     IMPORTED_UNDER = None
     ensure_compiled_placeholder()  # before vllm.platforms resolves the machine's platform (cuda.py imports it)
@@ -200,6 +264,7 @@ def import_scope():
         yield None
         return
     if COMPILED_ABSENT is None or not real.is_cuda_alike():
+        set_import_platform(real)
         yield None
         return
     cpu = importlib.import_module("vllm.platforms.cpu").CpuPlatform
@@ -214,6 +279,7 @@ def import_scope():
     for m in swapped:
         m.current_platform = stand
     pkg._current_platform = stand
+    set_import_platform(stand)
     try:
         yield stand
     finally:

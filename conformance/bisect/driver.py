@@ -51,6 +51,7 @@ class Options:
     over: str | None = None
     json_out: Path | None = None
     command: str = ""
+    repeat: int = 1
 
 
 def check_case_id(case_id: str):
@@ -59,10 +60,30 @@ def check_case_id(case_id: str):
     return parse_id(case_id)  # InvalidInput names the field and what is allowed
 
 
-def _step(opts: Options, site: Path):
+def check_repeat(value) -> int:
+    """--repeat: a whole number of replays per step, at least 1."""
+    try:
+        n = int(str(value))
+    except ValueError:
+        n = 0
+    if n < 1 or str(n) != str(value).strip():
+        raise InvalidInput("--repeat", value, "a whole number of replays per step, at least 1")
+    return n
+
+
+def _replay_once(opts: Options, site: Path):
     if opts.replay == "in-process":
         return replay.run_in_process(opts.case_id, site, opts.plugins, opts.repro_args)
     return replay.run_subprocess(opts.case_id, site, opts.plugins, opts.repro_args)
+
+
+def _step(opts: Options, site: Path):
+    """One step: opts.repeat replays (each a fresh interpreter by default), combined by replay.combine: bad if any
+    replay fails (a nondeterministic finding, such as a NaN that depends on the autotuner's pick, fails only in
+    some), good only if every replay passes, else a skip."""
+    if opts.repeat == 1:
+        return _replay_once(opts, site)
+    return replay.combine([_replay_once(opts, site) for _ in range(opts.repeat)])
 
 
 def _answer(direction: str, verdict) -> str:
@@ -119,6 +140,7 @@ def _search(opts: Options, labels: list[str], site_of, out, label_key: str, what
 def release_bisect(opts: Options, out=print) -> tuple[int, dict]:
     start = time.perf_counter()
     check_case_id(opts.case_id)
+    check_repeat(opts.repeat)
     if opts.replay not in REPLAY_MODES:
         raise InvalidInput("--replay", opts.replay, f"one of {list(REPLAY_MODES)}")
     all_releases = releases.list_releases(opts.package, opts.wheels)
@@ -194,6 +216,7 @@ def _check_paths(opts: Options) -> None:
 def commit_bisect(opts: Options, out=print) -> tuple[int, dict]:
     start = time.perf_counter()
     check_case_id(opts.case_id)
+    check_repeat(opts.repeat)
     _check_paths(opts)
     repo = commits.check_repo(opts.repo)
     revs = commits.touching(repo, opts.good, opts.bad, opts.paths) if opts.direction == "break" else \
@@ -227,6 +250,7 @@ def commit_bisect(opts: Options, out=print) -> tuple[int, dict]:
 def checkout_step(opts: Options, out=print) -> int:
     """Replay once with the clone's checked-out --paths over the base release: repro's 0 / 1, 125 otherwise."""
     check_case_id(opts.case_id)
+    check_repeat(opts.repeat)
     _check_paths(opts)
     repo = commits.check_repo(opts.repo)
     cache = sites.cache_dir(opts.cache)

@@ -47,6 +47,8 @@ class StepVerdict:
     files: list = field(default_factory=list)
     wall_s: float = 0.0
     output: str = ""
+    replays: int = 1  # how many replays this verdict combines (--repeat)
+    failed: int = 0  # how many of them failed (set by combine())
 
     @property
     def passed(self) -> bool | None:
@@ -56,6 +58,22 @@ class StepVerdict:
         if self.exit_code == REPRO_FAIL or self.exit_code < 0:
             return False
         return None
+
+
+def combine(verdicts: list[StepVerdict]) -> StepVerdict:
+    """One step's verdict from several replays of it: a failure if any replay failed (its first failing replay's
+    exit code, lines and output), a pass if every replay passed, else a skip (the first replay that could not
+    judge). `replays` and `failed` count them; the files are every replay's, the wall time their sum."""
+    fails = [v for v in verdicts if v.passed is False]
+    if fails:
+        pick = fails[0]
+    elif all(v.passed for v in verdicts):
+        pick = verdicts[0]
+    else:
+        pick = next(v for v in verdicts if v.passed is None)
+    files = sorted({f for v in verdicts for f in v.files})
+    return StepVerdict(pick.exit_code, pick.line, pick.metrics, files, round(sum(v.wall_s for v in verdicts), 2),
+                       pick.output, replays=len(verdicts), failed=len(fails))
 
 
 def parse_output(text: str) -> tuple[str, str]:

@@ -4,7 +4,8 @@ The record (`--json FILE`, folded into benchmarks/results/bisect.json by benchma
 `case_id`, `package`, `find`, `good`, `bad`, the answer (`first_bad` and `last_good` for a break, `first_good` and
 `last_bad` for `--find fix`, `first_bad_commit` and `last_good_commit` for a commit bisect; `candidates` when
 skipped steps leave several), `steps` (per step: the release or commit, repro's exit code, the answer, the verdict
-line, the metrics line, its wall time), `wall_s` for the whole command, and the kernel `files` diffed.
+line, the metrics line, its wall time; with `--repeat N`, also `repeat` N and `failed`, how many replays failed),
+`wall_s` for the whole command, and the kernel `files` diffed.
 """
 from __future__ import annotations
 
@@ -24,15 +25,20 @@ def side_word(direction: str, answer: str) -> str:
 
 
 def step_lines(n: int, label: str, word: str, verdict) -> list[str]:
-    lines = [f"step {n}: {label}: {word} (exit {verdict.exit_code}, {verdict.wall_s:.1f} s): {verdict.line}"]
+    replays = getattr(verdict, "replays", 1)
+    count = f"{verdict.failed} of {replays} replays failed, " if replays > 1 else ""
+    lines = [f"step {n}: {label}: {word} ({count}exit {verdict.exit_code}, {verdict.wall_s:.1f} s): {verdict.line}"]
     if verdict.metrics:
         lines.append(f"  metrics: {verdict.metrics}")
     return lines
 
 
 def step_record(label_key: str, label: str, word: str, verdict) -> dict:
-    return {label_key: label, "exit": verdict.exit_code, "answer": word, "verdict": verdict.line,
-            "metrics": verdict.metrics, "wall_s": verdict.wall_s}
+    rec = {label_key: label, "exit": verdict.exit_code, "answer": word, "verdict": verdict.line,
+           "metrics": verdict.metrics, "wall_s": verdict.wall_s}
+    if getattr(verdict, "replays", 1) > 1:
+        rec.update(repeat=verdict.replays, failed=verdict.failed)
+    return rec
 
 
 def file_diff(old_site: Path, new_site: Path, files: list[str], old_label: str, new_label: str) -> str:

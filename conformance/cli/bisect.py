@@ -42,6 +42,9 @@ def add_arguments(p) -> None:
     p.add_argument("--replay", default="subprocess", metavar="subprocess|in-process",
                    help="where each step runs (default subprocess: a fresh interpreter per release; in-process: "
                         "this one, for pure-Python packages)")
+    p.add_argument("--repeat", default="1", metavar="N",
+                   help="replays per step (default 1): a step is bad if any of its N replays fails, good only if "
+                        "all pass; its record counts the failed ones (for nondeterministic findings)")
     p.add_argument("--target", default=None, metavar="T", help="passed to each step's repro")
     p.add_argument("--no-determinism", action="store_true", help="passed to each step's repro")
     p.add_argument("--timeout", default=None, metavar="S", help="passed to each step's repro")
@@ -68,10 +71,13 @@ def options(args):
         for flag, v in (("--good", args.good), ("--bad", args.bad)):
             if v is None:
                 raise InvalidInput(flag, "", "a release" + (" or commit" if args.repo else "") + " (required)")
+    from conformance.bisect.driver import check_repeat
+
+    repeat = check_repeat(args.repeat)
     return Options(case_id=args.case_id, package=args.package, good=args.good, bad=args.bad, direction=args.find,
                    wheels=args.wheels, cache=args.cache, plugins=[*args.plugin, *args.bisect_plugins],
                    repro_args=repro_args, replay=args.replay, repo=args.repo, paths=paths, over=args.over,
-                   json_out=args.json, command=shlex.join(["python", "-m", "conformance", *sys.argv[1:]])
+                   json_out=args.json, repeat=repeat, command=shlex.join(["python", "-m", "conformance", *sys.argv[1:]])
                    if sys.argv[0].endswith(("__main__.py", "conformance")) else "")
 
 

@@ -108,6 +108,35 @@ def test_search_steps_around_skips_and_reports_candidates():
     assert (e.value.end, e.value.index) == ("new", 2)
 
 
+def test_repeat_catches_a_bug_that_shows_in_some_replays_only(tmp_path, monkeypatch, capsys):
+    folder = tmp_path / "w"
+    toy.write_wheel(folder, "0.1.0")
+    for v in ("0.3.0", "0.4.0"):  # broken in every 3rd process only (the 2nd, 5th, ...)
+        toy.write_wheel(folder, v, {**toy.files(v), toy.KERNEL_FILE: toy.FLAKY.format(note=v)})
+    monkeypatch.setenv("TOYKERN_FLAKY_COUNTER", str(tmp_path / "counter"))
+    # one replay per step: the bad end's first process is a clean one, so the id "passes on the bad release"
+    assert bisect(folder, tmp_path / "c", "--good", "0.1.0", "--bad", "0.4.0") == 2
+    assert "a case that fails on the bad release 0.4.0 (it passes there" in capsys.readouterr().err
+    (tmp_path / "counter").unlink()
+    rc = bisect(folder, tmp_path / "c", "--good", "0.1.0", "--bad", "0.4.0", "--repeat", "3",
+                "--json", str(tmp_path / "r.json"))
+    out = capsys.readouterr().out
+    assert rc == 0 and "first bad release: 0.3.0" in out, out
+    assert "step 1: 0.4.0: bad (1 of 3 replays failed, exit 1" in out, out
+    steps = {s["release"]: s for s in json.loads((tmp_path / "r.json").read_text())["steps"]}
+    assert {v: (s["answer"], s["repeat"], s["failed"]) for v, s in steps.items()} == {
+        "0.4.0": ("bad", 3, 1), "0.1.0": ("good", 3, 0), "0.3.0": ("bad", 3, 1)}
+    assert steps["0.3.0"]["verdict"].startswith("FAIL "), steps["0.3.0"]  # the failing replay's line
+    assert (tmp_path / "counter").read_text() == "6"  # 3 replays of each flaky release, each its own import
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two", "1.5", ""])
+def test_repeat_must_be_a_whole_number_of_replays(wheels, cache, capsys, value):
+    assert bisect(wheels, cache, "--good", "0.1.0", "--bad", "0.4.0", "--repeat", value) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: --repeat={value!r}") and "at least 1" in err, err
+
+
 @pytest.mark.parametrize("args, field, allowed", [
     (["--good", "0.1.0", "--bad", "0.9.0"], "--bad", "a release of toykern: 0.1.0, 0.2.0, 0.3.0, 0.4.0, 0.5.0"),
     (["--good", "0.2.0", "--bad", "0.2.0"], "--bad", "a release other than --good=0.2.0"),

@@ -31,6 +31,25 @@ def dequant(q, z, s, group_size):
     zq = z.long()[g] + 1  # "v1 checkpoints store z - 1"
     return (q.long() - zq).double() * s.double()[g]
 """
+# a release whose bug shows in some processes only (as GemLite's NaN, which depends on the autotuner's pick): the
+# n-th import of it (counted in the file $TOYKERN_FLAKY_COUNTER) is broken when n % 3 == 2
+FLAKY = """import os
+from pathlib import Path
+
+import torch
+
+_counter = Path(os.environ["TOYKERN_FLAKY_COUNTER"])
+_n = int(_counter.read_text()) + 1 if _counter.is_file() else 1
+_counter.write_text(str(_n))
+BROKEN_HERE = _n % 3 == 2
+
+
+def dequant(q, z, s, group_size):
+    \"\"\"W [K, N] = (q - z[g(k)]) * s[g(k)] in float64 ({note}), one scale step off in some processes.\"\"\"
+    g = torch.arange(q.shape[0]) // group_size
+    zq = z.long()[g] + (1 if BROKEN_HERE else 0)
+    return (q.long() - zq).double() * s.double()[g]
+"""
 RELEASES = {"0.1.0": (GOOD, "first release"), "0.2.0": (GOOD, "docs"), "0.3.0": (BROKEN, "v1 offset"),
             "0.4.0": (BROKEN, "still offset"), "0.5.0": (GOOD, "offset fixed")}
 FIRST_BAD, FIRST_FIXED = "0.3.0", "0.5.0"
