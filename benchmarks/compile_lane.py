@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,15 +58,33 @@ def main(argv=None) -> int:
     c.add_argument("cpu")
     c.add_argument("native")
     c.add_argument("--target", default="sm90")
+    c.add_argument("--record", metavar="JSON", help="also write the comparison into this results file (key "
+                   "'native'), with --commit, --clean and --machine")
+    c.add_argument("--commit")
+    c.add_argument("--clean", choices=("0", "1"))
+    c.add_argument("--machine")
     a = p.parse_args(argv)
     if a.cmd == "record":
         doc = record(json.loads(Path(a.run).read_text()), a.commit, a.clean == "1", a.command)
         Path(a.out).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         print(f"wrote {a.out}: {len(doc['records'])} records, {len(doc['failures'])} failures")
         return 0
-    lines = compare(json.loads(Path(a.cpu).read_text()), json.loads(Path(a.native).read_text()), a.target)
+    native = json.loads(Path(a.native).read_text())
+    lines = compare(json.loads(Path(a.cpu).read_text()), native, a.target)
     print("\n".join(lines))
-    return 0 if len(lines) == 1 and not lines[0].startswith("0 ") else 1
+    agree = len(lines) == 1 and not lines[0].startswith("0 ")
+    if a.record:
+        if not (a.commit and a.clean and a.machine):
+            print("compare --record needs --commit, --clean and --machine", file=sys.stderr)
+            return 2
+        doc = json.loads(Path(a.record).read_text())
+        ids = [r for r in native["records"] if r["target"] == a.target]
+        doc["native"] = {"target": a.target, "machine": a.machine, "commit": a.commit, "tree_clean": a.clean == "1",
+                         "compiles": len(ids), "verdicts": dict(sorted(Counter(r["verdict"] for r in ids).items())),
+                         "kernels": sorted({r["kernel"] for r in ids}), "comparison": lines,
+                         "verdicts_equal": agree}
+        Path(a.record).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
+    return 0 if agree else 1
 
 
 if __name__ == "__main__":

@@ -56,15 +56,19 @@ def test_nine_targets_compile_a_program_with_their_own_compiler():
     BASE, BASE.replace("M=3", "M=40").replace("g=32", "g=ch").replace("dt=fp16", "dt=bf16"),
     BASE.replace("M=3", "M=100").replace("fmt=gptq_v2", "fmt=awq")])
 def test_declared_launch_is_the_one_apply_makes(cid):
-    """triton_w4a16.launch(cpu) lists exactly the programs (signature, constexprs, options) its apply launches."""
+    """triton_w4a16.launch(this machine's target) lists exactly the programs (signature, constexprs, options) its
+    apply launches here: the interpreter's choice on a CPU host, the device's table and SM count on a GPU."""
     from conformance.checks import catalogue
+    from conformance.core.runtime import kernel_device
+    from conformance.core.targets import detect_target
 
     k = registry.get_kernel("triton_w4a16")
     case = parse_case_id(cid)
     ops = k.load(catalogue.checkpoint(case))
-    x = torch.zeros(case.M, case.K, dtype=torch.float16 if case.dtype == "float16" else torch.bfloat16)
+    x = torch.zeros(case.M, case.K, dtype=torch.float16 if case.dtype == "float16" else torch.bfloat16,
+                    device=kernel_device())
     got = [p.key for p in capture_programs(lambda: k.apply(ops, x))]
-    assert got == [p.key for p in k.launch(case.config(), case.M, CPU).programs]
+    assert got == [p.key for p in k.launch(case.config(), case.M, detect_target()).programs]
 
 
 def test_paths_follow_the_tile_tables():
