@@ -143,10 +143,17 @@ _loaded_plugins: set[str] = set()
 
 
 def _import_builtin_package():
-    """The built-in kernels (`kernels/` as `conformance_kernels`; the checkout's own copy wins)."""
+    """The built-in kernels (`kernels/` as `conformance_kernels`; the checkout's own copy wins): every module of the
+    package whose name does not start with '_', in name order (each registers its kernels)."""
+    import pkgutil
+
     from conformance.core.tree import import_tree_package
 
-    return import_tree_package(BUILTIN_PACKAGE)
+    pkg = import_tree_package(BUILTIN_PACKAGE)
+    for name in sorted(m.name for m in pkgutil.iter_modules(pkg.__path__)):
+        if not name.startswith("_"):
+            importlib.import_module(f"{BUILTIN_PACKAGE}.{name}")
+    return pkg
 
 
 def load_plugin(module: str) -> None:

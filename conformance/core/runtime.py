@@ -1,7 +1,8 @@
 """How Triton kernels run in this process: on the GPU, or in the interpreter on a machine without one.
 
 `configure_triton()` must run before any `@triton.jit` kernel is defined (triton reads
-TRITON_INTERPRET when the decorator runs); `kernels/__init__.py` calls it first.
+TRITON_INTERPRET when the decorator runs); `conformance.core.tree` calls it before it makes `kernels/` the package
+`conformance_kernels`.
 """
 from __future__ import annotations
 

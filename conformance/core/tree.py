@@ -8,6 +8,7 @@ a scratch copy never runs another checkout's code; in a non-editable install the
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -20,19 +21,34 @@ IN_CHECKOUT = (ROOT / "pyproject.toml").is_file()
 
 
 def import_tree_package(name: str):
-    """The module `name` (a key of TREE_PACKAGES), loaded from the checkout's directory when there is one."""
+    """The module `name` (a key of TREE_PACKAGES), loaded from the checkout's directory when there is one.
+
+    `kernels/` has no `__init__.py` on purpose: a namespace portion, so that with the checkout's root on sys.path
+    (`python -m pytest` from the root) `import kernels` finds the installed PyPI package `kernels` whenever there is
+    one (a regular package anywhere on sys.path wins over a namespace portion), and otherwise an empty namespace
+    that probes such as transformers' treat as not installed (no `__file__`, no version, no distribution). Here it
+    becomes the package `conformance_kernels` (its modules are imported by conformance.core.registry), after
+    `configure_triton()`: the interpreter is chosen before any of its modules defines a @triton.jit function."""
     if name in sys.modules:
         return sys.modules[name]
+    if name == "conformance_kernels":
+        from conformance.core.runtime import configure_triton
+
+        configure_triton()
     d = ROOT / TREE_PACKAGES[name]
-    if not IN_CHECKOUT or not (d / "__init__.py").is_file():
+    if not IN_CHECKOUT or not d.is_dir():
         return importlib.import_module(name)
-    spec = importlib.util.spec_from_file_location(name, d / "__init__.py", submodule_search_locations=[str(d)])
-    if spec is None:  # pragma: no cover - spec_from_file_location on an existing file always gives one
-        raise ImportError(f"package {name} not found at {d}")
+    init = d / "__init__.py"
+    if init.is_file():
+        spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(d)])
+    else:  # a namespace portion (kernels/)
+        spec = importlib.machinery.ModuleSpec(name, None, is_package=True)
+        spec.submodule_search_locations = [str(d)]
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     try:
-        spec.loader.exec_module(mod)
+        if init.is_file():
+            spec.loader.exec_module(mod)
     except BaseException:
         sys.modules.pop(name, None)
         raise

@@ -220,14 +220,14 @@ def graph():
 def test_the_graph_sees_the_packages_and_lazy_imports(graph):
     """Sanity: the walk found all four trees, the alias modules, and imports inside function bodies."""
     _, mods, aliases = build_graph()
-    for pkg in TREES:
-        assert pkg in mods, pkg
+    for pkg in TREES:  # kernels/ is a namespace portion (no __init__.py): its modules stand for it
+        assert pkg in mods or any(m.startswith(pkg + ".") for m in mods), pkg
     assert aliases.get("conformance.registry") == "conformance.core.registry", aliases
     assert aliases.get("conformance.config") == "conformance.families.config", aliases
     # conformance/cli/bench.py loads conformance_bench inside its functions only
     assert "conformance_bench" in graph["conformance.cli.bench"]
-    # kernels/__init__.py imports conformance.core.runtime inside an `if`
-    assert "conformance.core.runtime" in graph["conformance_kernels"]
+    # conformance/core/tree.py imports conformance.core.runtime inside a function, behind an `if`
+    assert "conformance.core.runtime" in graph["conformance.core.tree"]
 
 
 def test_no_import_cycles(graph):

@@ -1,6 +1,7 @@
 """`import kernels` with the repository root first on sys.path (as `python -m pytest` puts it) gives the installed
-PyPI package `kernels` when there is one and ModuleNotFoundError when there is none; our kernels/ directory still
-registers its kernels once, under `conformance_kernels`. Checked with a scratch "real" package (always), with no
+PyPI package `kernels` when there is one (kernels/ is a namespace portion: no __init__.py) and an empty namespace,
+which probes read as not installed, when there is none; our kernels/ directory still registers its kernels once,
+under `conformance_kernels`. Checked with a scratch "real" package (always), with no
 package at all (a scratch sys.path), and with the PyPI package itself where it is installed (the interop extra
 brings it: compressed-tensors -> transformers -> kernels; transformers' own probe, is_kernels_available(), reads the
 same import and the package's metadata, so importing transformers to ask it would only add seconds)."""
@@ -44,17 +45,19 @@ def test_scratch_real_package_wins_and_registry_loads_once(tmp_path):
 
 
 def test_no_package_means_not_installed():
-    """No site-packages (-S, -I): `import kernels` raises ModuleNotFoundError naming it and leaves nothing behind."""
+    """No site-packages (-S, -I): `import kernels` gives only our directory as an empty namespace portion, which
+    probes read as not installed (transformers' _is_package_available: no distribution, then no __file__ and no
+    __version__ means a namespace shadowing on sys.path), and none of our kernel modules is imported."""
     code = (
-        f"import sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        f"import importlib.metadata, sys; sys.path.insert(0, {str(ROOT)!r})\n"
+        "import kernels\n"
+        "assert getattr(kernels, '__file__', None) is None and not hasattr(kernels, '__version__'), kernels\n"
+        f"assert list(kernels.__path__) == [{str(ROOT / 'kernels')!r}], kernels.__path__\n"
+        "assert not [m for m in sys.modules if m.startswith('kernels.')]\n"
         "try:\n"
-        "    import kernels\n"
-        "except ModuleNotFoundError as e:\n"
-        "    assert e.name == 'kernels', e.name\n"
-        "else:\n"
-        "    raise SystemExit(f'imported {kernels!r}')\n"
-        "assert 'kernels' not in sys.modules\n"
-        "print('OK')\n"
+        "    importlib.metadata.version('kernels')\n"
+        "except importlib.metadata.PackageNotFoundError:\n"
+        "    print('OK')\n"
     )
     r = _run(code, "-S", "-I")
     assert r.returncode == 0 and "OK" in r.stdout, r.stdout + r.stderr

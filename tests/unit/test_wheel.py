@@ -86,9 +86,9 @@ def test_validate_runs_from_the_installed_wheel(wheel, tmp_path):
     probe = ("import json, runpy, sys, conformance, conformance.suite\n"
              "from conformance.core import registry\n"
              "registry.load_all()\n"
-             "import conformance_kernels\n"
+             "import conformance_kernels.triton_w4a16 as tw\n"
              "print('PROBE ' + json.dumps([conformance.__file__, conformance.suite.__file__,"
-             " conformance_kernels.__file__, sorted(k.name for k in registry.all_kernels())]), flush=True)\n"
+             " tw.__file__, sorted(k.name for k in registry.all_kernels())]), flush=True)\n"
              f"sys.argv = ['conformance', 'validate', '--kernels', {KERNEL!r}, '--out', {str(out)!r}, '-n', '0']\n"
              "runpy.run_module('conformance', run_name='__main__', alter_sys=True)\n")
     p = _run([sys.executable, "-c", probe], cwd=cwd, env=env)
