@@ -19,6 +19,13 @@ pairs; ties go to the class with the most values no earlier row has, then to the
 rows differ on every axis they can. A few large-K rows (K 4096-8192 where the kernel runs as torch or as its
 model, 1024-1408 in the interpreter) follow the first three rows.
 
+Paths. The kernel says which path each case takes on the target (`Kernel.launch(config, M, target).path`). The
+plan crosses path x the family's `plan_path_cross` axes (W4A16: checkpoint format x weight type) in full, and each
+path meets every value of its `plan_path_pairs` axes (act dtype, group regime, act-order): after the class rows,
+one "path" row per cell (or pair) they leave uncovered, at the fewest rows and the smallest shape that enter the
+path (`path_entries` walks the kernel's selection rows; `family.plan_path_shapes`). A kernel that declares no
+launch (plugins written before it) gets no path rows.
+
 Shapes. Each row takes the next value of each boundary menu (rows: 1, small odd, BLOCK_M +- 1 and the path
 thresholds of the kernel's tile table; columns: N tails; K variants: tails, K / group odd, the smallest K), each
 menu starting at an offset drawn from the run seed: every commit places boundaries on other classes, and every
@@ -53,6 +60,7 @@ from references.errors import InvalidInput, require
 GENERIC_M = (1, 3, 17, 33, 65)  # rows when the kernel declares no tile table: decode, odd, past common BLOCK_M
 M_CAP = 129  # menu rows stay interpreter-cheap
 LARGE_K_ROWS = {"device": 3, "model": 3, "interpreter": 2}  # large-K rows per kernel and tier, by run mode
+PATH_ROW_SHARE = 0.25  # a path row's cost in the cost model, as a share of a class row (tiny shapes: docs/ci-plan.md)
 LARGE_K_AT, LARGE_K_EVERY = 3, 4  # the first large-K row follows the three most diverse rows, then every 4th
 REPLAY_FILE = ("plan", "failed-cases.json")  # under conformance.core.tree.cache_dir()
 REPLAY_KEEP = 200  # remembered failures kept at most (oldest dropped)
@@ -72,7 +80,9 @@ class Tiles:
 @dataclass(frozen=True)
 class PlanRow:
     """One plan case: its index (pytest id `<kernel>-<tier>-<index>`), the Case, its plan class (values along
-    the family's plan_axes) and label, its role ("class" or "large_k") and the menu values it was given."""
+    the family's plan_axes) and label, its role ("class", "large_k" or "path": a row that enters a kernel path
+    for a (path, format, weight type) cell no earlier row covers), the menu values it was given, and the path
+    the case takes on the plan's target."""
 
     index: int
     case: Case
@@ -80,6 +90,7 @@ class PlanRow:
     label: str
     role: str
     picks: dict = field(default_factory=dict, compare=False)
+    path: str | None = None  # the path the case takes on the plan's target (Kernel.launch); None: not declared
 
 
 @dataclass(frozen=True)
@@ -100,6 +111,8 @@ class Plan:
     run_mode: str | None
     estimate_s: float
     refusal: str | None = None
+    path_axes: tuple = ()  # ("path", *the family's plan_path_cross)
+    path_cells: tuple = ()  # the cells the gate serves on the target (probed): (path, *cross values), sorted
 
 
 def _stable_int(*parts, bits: int = 31) -> int:
@@ -265,10 +278,12 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
         index = len(rows)
         case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
                     seed=row_seed(seed, k.name, tier, index), **fields)
-        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), role, picks))
-    estimate = sum(per_case * (3 if r.role == "large_k" else 1) for r in rows)
+        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), role, picks, case_path(k, t, case)))
+    cells = _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, rows, rank,
+                           offsets["regime"], forced_done)
+    estimate = sum(per_case * {"large_k": 3, "path": PATH_ROW_SHARE}.get(r.role, 1) for r in rows)
     return Plan(mode="all" if every else "pairwise", rows=tuple(rows), classes=accepted, estimate_s=round(estimate, 2),
-                **base)
+                path_axes=("path", *fam.plan_path_cross), path_cells=cells, **base)
 
 
 def _fields(fam, k, t, tier, members, menus, picks, tiles, large=None):
@@ -336,6 +351,125 @@ def _large_k_classes(fam, k, t, tier, accepted, members, menus, tiles, rank, kin
         out.append(best)
         ok.remove(best)
     return out
+
+
+# ---- kernel paths ------------------------------------------------------------------------------------------------
+# A kernel says which path a call takes on a target (`Kernel.launch(config, M, target).path`: triton_w4a16's planar
+# decode path, GEMV row, tl.dot tiles, dequantize-then-matmul rows, "+splitk" where K is split). Each path reads the
+# operands its own way, so a bug in one path's reading of one checkpoint format is that path's alone: the plan
+# crosses path x the family's plan_path_cross axes (W4A16: format x weight type) in full, and meets every value of
+# its plan_path_pairs axes (act dtype, group regime, act-order) on every path. Rows the class rows leave uncovered
+# get a "path" row each, entered at the fewest rows x the smallest shape (family.plan_path_shapes) that take it.
+
+PATH_PROBE_M = (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129)  # no Launch.row
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _launch(k, t: Target, config, M: int) -> tuple:
+    """(path, row) of Kernel.launch(config, M, t); (None, None) when the kernel declares no launch (the default)
+    or its gate refuses. A launch that raises is an error naming the kernel (a plugin's hook, loudly)."""
+    try:
+        launch = k.launch(config, M, t)
+    except Exception as e:  # noqa: BLE001 - any plugin error, re-raised with its kernel and call named
+        raise RuntimeError(f"kernel {k.name!r}: launch({config}, M={M}, target={t}) raised "
+                           f"{type(e).__name__}: {e}") from e
+    return (None, None) if launch is None else (launch.path, launch.row)
+
+
+def case_path(kernel, target: Target, case: Case) -> str | None:
+    """The path `case` takes on `target` (`kernel.launch(case.config(), rows, target).path`); None: not declared."""
+    from conformance.core.kernel import case_rows
+
+    return _launch(kernel, target, case.config(), case_rows(case))[0]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def path_entries(k, t: Target, config) -> tuple:
+    """((path, least rows), ...) of every path a call on `config` takes on `t` for rows 1 ... M_CAP, least rows first.
+    The rows walk the kernel's selection rows (Launch.row: 1, then each row's max_m + 1: a row's path holds for every
+    M it serves); a kernel that names no row is probed at PATH_PROBE_M. () when it declares no launch."""
+    first: dict = {}
+    M = 1
+    while M <= M_CAP:
+        path, row = _launch(k, t, config, M)
+        if path is None:
+            break
+        first.setdefault(path, M)
+        if row is None:  # no selection rows to walk: the dense probe
+            for m in PATH_PROBE_M:
+                p = _launch(k, t, config, m)[0]
+                if p is not None and m < first.get(p, M_CAP + 1):
+                    first[p] = m
+            break
+        if row.max_m is None:
+            break
+        M = max(row.max_m, M) + 1
+    return tuple(sorted(first.items(), key=lambda kv: (kv[1], kv[0])))
+
+
+def _path_items(fam, path: str, pc: tuple) -> frozenset:
+    """What a row on `path` of plan class `pc` covers: its cell (path, *cross values) and its (path, axis value)
+    pairs."""
+    cross = tuple(pc[fam.plan_axes.index(a)] for a in fam.plan_path_cross)
+    return frozenset({("cell", path, *cross)} | {("pair", path, a, pc[fam.plan_axes.index(a)])
+                                                 for a in fam.plan_path_pairs})
+
+
+@functools.lru_cache(maxsize=256)
+def _path_candidates(k, t: Target, tier: str, tiles: Tiles, classes: tuple, regimes: tuple) -> dict:
+    """{(path, plan class): (cost, fields)}: for each accepted plan class (`classes`: (plan class, its config
+    classes) pairs) and each path a call on one of the family's smallest shapes of it takes, the least rows x size
+    that enters that path (cost) and the case fields of that shape, where some data regime of the tier can run it.
+    Independent of the run seed: built once per kernel, target and tier in a process."""
+    fam = get_family(k.family)
+    entries: dict = {}
+    for pc, members in classes:
+        for fields in fam.plan_path_shapes(k, t, tier, list(members), tiles):
+            config = Case(family=k.family, kernel=k.name, tier=tier, regime=regimes[0], seed=0, **fields).config()
+            for path, m in path_entries(k, t, config):
+                f = dict(fields, **{fam.plan_rows_field: m})
+                cost = m * fam.plan_size(f)
+                if (path, pc) in entries and entries[(path, pc)][0] <= cost:
+                    continue
+                if all(fam.plan_row_limit(k, tier, f, r) is not None for r in regimes):
+                    continue  # no data regime of the tier runs this shape at these rows
+                entries[(path, pc)] = (cost, f)
+    return entries
+
+
+def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, rows, rank, regime_offset,
+                   forced_done) -> tuple:
+    """Append to `rows` a "path" row for each (path, cross values) cell and each (path, pair-axis value) that the
+    rows so far leave uncovered and the gate serves (greedy: each next row covers the most; ties go to the least
+    rows x size, then to the seeded rank). Returns the served cells, (path, *cross values), sorted."""
+    entries = _path_candidates(k, t, tier, tiles, tuple((pc, tuple(members[pc])) for pc in accepted), regimes)
+    items = {e: _path_items(fam, *e) for e in entries}
+    covered = set().union(*(_path_items(fam, r.path, r.plan_class) for r in rows if r.path is not None))
+    served = set().union(*items.values()) | covered
+    want = set().union(*items.values()) - covered
+    left = sorted(items, key=lambda e: (entries[e][0], rank[e[1]], e[0]))  # cheapest first: max keeps the first
+    chosen = []
+    while want:
+        gains = [(len(items[e] & want), e) for e in left]
+        left = [e for g, e in gains if g]  # a gain never grows: entries with none are done for
+        if not left:
+            break
+        best = max(gains, key=lambda ge: ge[0])[1]  # the first of the largest gain: the cheapest, then by rank
+        chosen.append(best)
+        want -= items[best]
+    for path, pc in chosen:
+        fields = entries[(path, pc)][1]
+        turn = regimes[(len(rows) + regime_offset) % len(regimes)]
+        regime = next(r for r in (turn, *regimes) if fam.plan_row_limit(k, tier, fields, r) is None)
+        forced = fam.plan_first_regime(fields, tier)
+        if forced is not None and forced not in forced_done and fam.plan_row_limit(k, tier, fields, forced) is None:
+            regime = forced
+            forced_done.add(forced)
+        index = len(rows)
+        case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
+                    seed=row_seed(seed, k.name, tier, index), **fields)
+        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), "path", {"path": path}, path))
+    return tuple(sorted(tuple(i[1:]) for i in served if i[0] == "cell"))
 
 
 # ---- coverage ----------------------------------------------------------------------------------------------------
@@ -525,7 +659,7 @@ def _main(argv=None) -> int:
         print(f"{k.name} {args.tier} on {t}: {p.mode}, {len(p.classes)} classes, {len(p.rows)} rows, "
               f"~{p.estimate_s} CPU s; tiles: {p.tiles.source}" + (f"; {p.refusal}" if p.refusal else ""))
         for r in p.rows:
-            print(f"  {r.index:3d} {r.role:7s} {r.label:48s} {r.case.id}")
+            print(f"  {r.index:3d} {r.role:7s} {r.label:48s} {str(r.path):16s} {r.case.id}")
     return 0
 
 
