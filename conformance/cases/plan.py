@@ -361,7 +361,7 @@ def _large_k_classes(fam, k, t, tier, accepted, members, menus, tiles, rank, kin
 # its plan_path_pairs axes (act dtype, group regime, act-order) on every path. Rows the class rows leave uncovered
 # get a "path" row each, entered at the fewest rows x the smallest shape (family.plan_path_shapes) that take it.
 
-PATH_PROBE_M = (1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129)  # no Launch.row
+PATH_PROBE_M = (1, 2, 3, 5, 9, 17, 33, 65, 129)  # no Launch.row: these, then a bisection wherever the path changes
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -387,7 +387,8 @@ def case_path(kernel, target: Target, case: Case) -> str | None:
 def path_entries(k, t: Target, config) -> tuple:
     """((path, least rows), ...) of every path a call on `config` takes on `t` for rows 1 ... M_CAP, least rows first.
     The rows walk the kernel's selection rows (Launch.row: 1, then each row's max_m + 1: a row's path holds for every
-    M it serves); a kernel that names no row is probed at PATH_PROBE_M. () when it declares no launch."""
+    M it serves); a kernel that names no row is probed at PATH_PROBE_M, and between two probes that take different
+    paths the first M of the second is found by bisection. () when it declares no launch."""
     first: dict = {}
     M = 1
     while M <= M_CAP:
@@ -395,11 +396,19 @@ def path_entries(k, t: Target, config) -> tuple:
         if path is None:
             break
         first.setdefault(path, M)
-        if row is None:  # no selection rows to walk: the dense probe
-            for m in PATH_PROBE_M:
-                p = _launch(k, t, config, m)[0]
-                if p is not None and m < first.get(p, M_CAP + 1):
-                    first[p] = m
+        if row is None:  # no selection rows to walk
+            lo = 1
+            for hi in PATH_PROBE_M[1:]:
+                p = _launch(k, t, config, hi)[0]
+                if p is None:
+                    break
+                if p != _launch(k, t, config, lo)[0]:
+                    a, b = lo, hi  # path(a) != path(b): the least m in (a, b] taking path(b)
+                    while b - a > 1:
+                        mid = (a + b) // 2
+                        a, b = (a, mid) if _launch(k, t, config, mid)[0] == p else (mid, b)
+                    first[p] = min(first.get(p, b), b)
+                lo = hi
             break
         if row.max_m is None:
             break
@@ -442,7 +451,17 @@ def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, row
     """Append to `rows` a "path" row for each (path, cross values) cell and each (path, pair-axis value) that the
     rows so far leave uncovered and the gate serves (greedy: each next row covers the most; ties go to the least
     rows x size, then to the seeded rank). Returns the served cells, (path, *cross values), sorted."""
-    entries = _path_candidates(k, t, tier, tiles, tuple((pc, tuple(members[pc])) for pc in accepted), regimes)
+    entries = dict(_path_candidates(k, t, tier, tiles, tuple((pc, tuple(members[pc])) for pc in accepted), regimes))
+    for r in rows:  # the rows' own shapes enter paths too (one that only a wider N or K takes, say)
+        if r.path is None:
+            continue
+        fields = {n: v for n, v in r.case.to_dict().items() if n not in ("family", "kernel", "regime", "tier", "seed")}
+        for path, m in path_entries(k, t, r.case.config()):
+            f = dict(fields, **{fam.plan_rows_field: m})
+            cost = m * fam.plan_size(f)
+            if ((path, r.plan_class) not in entries or cost < entries[(path, r.plan_class)][0]) and any(
+                    fam.plan_row_limit(k, tier, f, reg) is None for reg in regimes):
+                entries[(path, r.plan_class)] = (cost, f)
     items = {e: _path_items(fam, *e) for e in entries}
     covered = set().union(*(_path_items(fam, r.path, r.plan_class) for r in rows if r.path is not None))
     served = set().union(*items.values()) | covered

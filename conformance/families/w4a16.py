@@ -462,7 +462,8 @@ class W4A16Family(Family):
     def plan_path_shapes(self, kernel, target, tier: str, members: list, tiles) -> list:
         """Case fields (M = 1: the plan probes the rows) of the smallest shapes of a plan class the gate accepts,
         smallest first: per config class (smallest group first) the least K of its regime (8 channelwise, 16 one
-        group, two groups) and one K past the kernel's K tile (a second K tile: where split-K paths start), each
+        group, two groups) and one K past the kernel's K tile (a second K tile: where split-K paths start; three
+        groups of a group at least the K tile: an odd tile count, which a split of 2 does not divide), each
         at the least N the gate accepts (N >= 16 with several groups, as in plan_case). Within the exact tier's
         K limit for the tier's widest data regime (plan_row_limit checks the row's own)."""
         bk = tiles.block_k or self.PLAN_K_TILE_GENERIC
@@ -470,7 +471,7 @@ class W4A16Family(Family):
         for cls in sorted(members, key=lambda c: c.group_size if isinstance(c.group_size, int) else 0):
             g = cls.group_size
             gks = ([(-1, 8), (-1, bk + 8)] if g == -1 else [(16, 16), (bk + 8, bk + 8)] if g == "K"
-                   else [(g, 2 * g), (g, g * (bk // g + 1))] if g < bk else [(g, 2 * g)])
+                   else [(g, 2 * g), (g, g * (bk // g + 1))] if g < bk else [(g, 2 * g), (g, 3 * g)])
             cap = None
             if tier == "exact":
                 cap = min(max(exact_tier_max_k(cls.weight_type, regime=r) for r in self.tier_regimes(tier)),
