@@ -416,19 +416,28 @@ def path_entries(k, t: Target, config) -> tuple:
     return tuple(sorted(first.items(), key=lambda kv: (kv[1], kv[0])))
 
 
-def _path_items(fam, path: str, pc: tuple) -> frozenset:
-    """What a row on `path` of plan class `pc` covers: its cell (path, *cross values) and its (path, axis value)
-    pairs."""
+def _path_items(fam, path: str, pc: tuple, fits: bool = True) -> frozenset:
+    """What a row on `path` of plan class `pc` covers: its cell ("cell", path, *cross values; "cell?" when the
+    row's shape cannot show the cell's format: family.plan_path_fit) and its (path, axis value) pairs."""
     cross = tuple(pc[fam.plan_axes.index(a)] for a in fam.plan_path_cross)
-    return frozenset({("cell", path, *cross)} | {("pair", path, a, pc[fam.plan_axes.index(a)])
-                                                 for a in fam.plan_path_pairs})
+    return frozenset({("cell" if fits else "cell?", path, *cross)} | {("pair", path, a, pc[fam.plan_axes.index(a)])
+                                                                      for a in fam.plan_path_pairs})
+
+
+def _row_fields(case: Case) -> dict:
+    return {n: v for n, v in case.to_dict().items() if n not in ("family", "kernel", "regime", "tier", "seed")}
+
+
+def _fitted(items: frozenset, fit_cells: set) -> frozenset:
+    """A non-fitting row's cell counts as the cell where no fitting shape enters it ("cell?" -> "cell")."""
+    return frozenset(("cell", *i[1:]) if i[0] == "cell?" and i[1:] not in fit_cells else i for i in items)
 
 
 @functools.lru_cache(maxsize=256)
 def _path_candidates(k, t: Target, tier: str, tiles: Tiles, classes: tuple, regimes: tuple) -> dict:
-    """{(path, plan class): (cost, fields)}: for each accepted plan class (`classes`: (plan class, its config
-    classes) pairs) and each path a call on one of the family's smallest shapes of it takes, the least rows x size
-    that enters that path (cost) and the case fields of that shape, where some data regime of the tier can run it.
+    """{(path, plan class): ((does not fit, rows x size), fields)}: for each accepted plan class (`classes`: (plan
+    class, its config classes) pairs) and each path a call on one of the family's smallest shapes of it takes, the
+    best shape that enters that path (_offer) and its case fields, where some data regime of the tier can run it.
     Independent of the run seed: built once per kernel, target and tier in a process."""
     fam = get_family(k.family)
     entries: dict = {}
@@ -436,37 +445,43 @@ def _path_candidates(k, t: Target, tier: str, tiles: Tiles, classes: tuple, regi
         for fields in fam.plan_path_shapes(k, t, tier, list(members), tiles):
             config = Case(family=k.family, kernel=k.name, tier=tier, regime=regimes[0], seed=0, **fields).config()
             for path, m in path_entries(k, t, config):
-                f = dict(fields, **{fam.plan_rows_field: m})
-                cost = m * fam.plan_size(f)
-                if (path, pc) in entries and entries[(path, pc)][0] <= cost:
-                    continue
-                if all(fam.plan_row_limit(k, tier, f, r) is not None for r in regimes):
-                    continue  # no data regime of the tier runs this shape at these rows
-                entries[(path, pc)] = (cost, f)
+                _offer(fam, k, tier, regimes, entries, path, pc, dict(fields, **{fam.plan_rows_field: m}))
     return entries
+
+
+def _offer(fam, k, tier, regimes, entries: dict, path: str, pc: tuple, f: dict) -> None:
+    """Keep `f` as the (path, pc) entry when it is better: a shape that fits (family.plan_path_fit) before one that
+    does not, then the least rows x size; where some data regime of the tier runs it."""
+    rank = (not fam.plan_path_fit(f), f[fam.plan_rows_field] * fam.plan_size(f))
+    if (path, pc) in entries and entries[(path, pc)][0] <= rank:
+        return
+    if all(fam.plan_row_limit(k, tier, f, r) is not None for r in regimes):
+        return  # no data regime of the tier runs this shape at these rows
+    entries[(path, pc)] = (rank, f)
 
 
 def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, rows, rank, regime_offset,
                    forced_done) -> tuple:
     """Append to `rows` a "path" row for each (path, cross values) cell and each (path, pair-axis value) that the
-    rows so far leave uncovered and the gate serves (greedy: each next row covers the most; ties go to the least
-    rows x size, then to the seeded rank). Returns the served cells, (path, *cross values), sorted."""
+    rows so far leave uncovered and the gate serves (greedy: each next row covers the most; ties go to a fitting
+    shape, then the least rows x size, then the seeded rank). A cell that some fitting shape enters
+    (family.plan_path_fit) is covered only by a fitting row. Returns the served cells, (path, *cross values),
+    sorted."""
     entries = dict(_path_candidates(k, t, tier, tiles, tuple((pc, tuple(members[pc])) for pc in accepted), regimes))
     for r in rows:  # the rows' own shapes enter paths too (one that only a wider N or K takes, say)
-        if r.path is None:
-            continue
-        fields = {n: v for n, v in r.case.to_dict().items() if n not in ("family", "kernel", "regime", "tier", "seed")}
-        for path, m in path_entries(k, t, r.case.config()):
-            f = dict(fields, **{fam.plan_rows_field: m})
-            cost = m * fam.plan_size(f)
-            if ((path, r.plan_class) not in entries or cost < entries[(path, r.plan_class)][0]) and any(
-                    fam.plan_row_limit(k, tier, f, reg) is None for reg in regimes):
-                entries[(path, r.plan_class)] = (cost, f)
-    items = {e: _path_items(fam, *e) for e in entries}
-    covered = set().union(*(_path_items(fam, r.path, r.plan_class) for r in rows if r.path is not None))
+        if r.path is not None:
+            for path, m in path_entries(k, t, r.case.config()):
+                _offer(fam, k, tier, regimes, entries, path, r.plan_class,
+                       dict(_row_fields(r.case), **{fam.plan_rows_field: m}))
+    raw = {e: _path_items(fam, *e, fits=not v[0][0]) for e, v in entries.items()}
+    row_items = [_path_items(fam, r.path, r.plan_class, fam.plan_path_fit(_row_fields(r.case)))
+                 for r in rows if r.path is not None]
+    fit_cells = {i[1:] for its in (*raw.values(), *row_items) for i in its if i[0] == "cell"}
+    items = {e: _fitted(its, fit_cells) for e, its in raw.items()}
+    covered = set().union(*(_fitted(its, fit_cells) for its in row_items))
     served = set().union(*items.values()) | covered
-    want = set().union(*items.values()) - covered
-    left = sorted(items, key=lambda e: (entries[e][0], rank[e[1]], e[0]))  # cheapest first: max keeps the first
+    want = {i for i in set().union(*items.values()) - covered if i[0] != "cell?"}
+    left = sorted(items, key=lambda e: (entries[e][0], rank[e[1]], e[0]))  # best first: max keeps the first
     chosen = []
     while want:
         gains = [(len(items[e] & want), e) for e in left]
@@ -488,7 +503,7 @@ def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, row
         case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
                     seed=row_seed(seed, k.name, tier, index), **fields)
         rows.append(PlanRow(index, case, pc, fam.plan_label(pc), "path", {"path": path}, path))
-    return tuple(sorted(tuple(i[1:]) for i in served if i[0] == "cell"))
+    return tuple(sorted({tuple(i[1:]) for i in served if i[0] in ("cell", "cell?")}))
 
 
 # ---- coverage ----------------------------------------------------------------------------------------------------

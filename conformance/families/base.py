@@ -119,6 +119,9 @@ class Family:
       plan_size(fields) -> int: a shape's size without its rows (the plan enters a path at the least rows x
         size); plan_row_limit(kernel, tier, fields, regime) -> str | None: why a path row at these fields cannot
         run under a data regime (the exact tier's K limits); None by default.
+      plan_path_fit(fields) -> bool: whether a row of these fields can show how its path reads what the cell's
+        format stores (W4A16: stored zero points need two groups and two zeros words); a cell that some fitting
+        shape enters is covered only by fitting rows. True by default.
     """
 
     name: str = ""
@@ -143,6 +146,9 @@ class Family:
 
     def plan_row_limit(self, kernel, tier: str, fields: dict, regime: str) -> str | None:
         return None
+
+    def plan_path_fit(self, fields: dict) -> bool:
+        return True
 
     def validate_case(self, case) -> None:
         """Raise references.errors.InvalidInput when `case`'s fields do not fit together (Case has already

@@ -496,6 +496,15 @@ class W4A16Family(Family):
     def plan_size(self, fields: dict) -> int:
         return fields["N"] * fields["K"]
 
+    def plan_path_fit(self, fields: dict) -> bool:
+        """A weight type with stored zero points shows how a path reads them (the format's zeros layout, AWQ's
+        nibble order, v1's +1) only with two groups and two zeros words (N >= 16): with one group every zero point
+        is a trap value, the same across each packed word (references.generators.zero_point_traps)."""
+        if SCALAR_TYPES[fields["weight_type"]].has_bias():
+            return True
+        g = fields["group_size"]
+        return g != -1 and fields["K"] // g >= 2 and fields["N"] >= 16
+
     def plan_row_limit(self, kernel, tier: str, fields: dict, regime: str) -> str | None:
         """The exact tier's K limits for the row's data regime and M (None: the row can run under it)."""
         if tier != "exact":
