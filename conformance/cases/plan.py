@@ -535,15 +535,21 @@ def plan_coverage(kernel, target, tier: str, *, seed: int, profile=None) -> list
 
 def coverage_summary(kernel, target, tier: str, *, seed: int, profile=None) -> dict:
     """One line's worth for reports: kernel, tier, target, mode, accepted / run / pair-covered class counts,
-    rows (large-K among them), the estimated CPU seconds, the tile source, and the refusal when no rows."""
+    rows (large-K and path rows among them), the path cells the gate serves and those without a case, the
+    estimated CPU seconds, the tile source, and the refusal when no rows."""
     plan = build_plan(kernel, target, tier, seed=seed, profile=profile)
     cov = plan_coverage(kernel, target, tier, seed=seed, profile=profile)
     n = {c: sum(1 for r in cov if r["covered"] == c) for c in ("run", "pair-covered", "not covered")}
+    fam = get_family(registry.get_kernel(plan.kernel).family if isinstance(kernel, str) else kernel.family)
+    have = {(r.path, *(r.plan_class[fam.plan_axes.index(a)] for a in fam.plan_path_cross))
+            for r in plan.rows if r.path is not None}
     return {"kernel": plan.kernel, "tier": tier, "target": str(plan.target), "mode": plan.mode,
             "accepted": len(plan.classes), "run": n["run"], "pair_covered": n["pair-covered"],
             "not_covered": n["not covered"], "rows": len(plan.rows),
-            "large_k_rows": sum(1 for r in plan.rows if r.role == "large_k"), "estimate_s": plan.estimate_s,
-            "tiles": plan.tiles.source, "refusal": plan.refusal, "classes": cov}
+            "large_k_rows": sum(1 for r in plan.rows if r.role == "large_k"),
+            "path_rows": sum(1 for r in plan.rows if r.role == "path"), "path_cells": len(plan.path_cells),
+            "path_cells_without_case": [list(c) for c in plan.path_cells if c not in have],
+            "estimate_s": plan.estimate_s, "tiles": plan.tiles.source, "refusal": plan.refusal, "classes": cov}
 
 
 def summary_line(s: dict) -> str:
@@ -558,7 +564,11 @@ def summary_line(s: dict) -> str:
     if s["not_covered"]:
         cov += f", {s['not_covered']} NOT covered"
     ran = f", {s['rows_ran']} ran" if "rows_ran" in s and s["rows_ran"] != s["rows"] else ""
-    return head + f"{s['mode']}: {cov}; {s['rows']} rows ({s['large_k_rows']} large-K){ran}"
+    paths = f", {s['path_rows']} path" if s.get("path_rows") else ""
+    if s.get("path_cells"):
+        missing = len(s.get("path_cells_without_case", ()))
+        paths += f"; {s['path_cells']} path cells" + (f", {missing} WITHOUT a case" if missing else "")
+    return head + f"{s['mode']}: {cov}; {s['rows']} rows ({s['large_k_rows']} large-K{paths}){ran}"
 
 
 # ---- failed plan cases, replayed first next run --------------------------------------------------------------------

@@ -162,3 +162,17 @@ def test_plugin_kernels_get_their_paths_crossed(plugin_kernels):
         assert all(r.case.M == {"gemv": 1, "tiles": 2, "stream": 41}[r.path] for r in p.rows if r.role == "path")
         p = plan.build_plan("test_plan_no_launch", "cpu", tier, seed=3)
         assert p.rows and not p.path_cells and all(r.path is None and r.role != "path" for r in p.rows)
+
+
+def test_summary_line_counts_path_rows_and_cells():
+    """The run summary's line per kernel and tier counts the path rows and the served path cells, and names the
+    served cells without a case when there are any."""
+    s = plan.coverage_summary("triton_w4a16", "cpu", "exact", seed=0)
+    p = plan.build_plan("triton_w4a16", "cpu", "exact", seed=0)
+    n = len(p.path_cells)
+    assert s["path_rows"] == sum(r.role == "path" for r in p.rows) > 0
+    assert s["path_cells"] == n > 0 and s["path_cells_without_case"] == []
+    line = plan.summary_line(s)
+    assert f"{s['path_rows']} path; {n} path cells)" in line and "WITHOUT" not in line
+    gap = dict(s, path_cells_without_case=[["dequant_mm", "awq", "uint4"]])
+    assert f"{n} path cells, 1 WITHOUT a case" in plan.summary_line(gap)
