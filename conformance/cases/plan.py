@@ -673,7 +673,7 @@ def _main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m conformance.cases.plan",
                                  description="print a kernel's CI plan, or run and time every plan (--measure)")
-    ap.add_argument("--kernel", default=None, help="one kernel (default: every registered kernel)")
+    ap.add_argument("--kernel", default=None, help="kernels, comma-separated (default: every registered kernel)")
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--tier", default="statistical", choices=TIERS)
     ap.add_argument("--seed", default="0", help="run seed (decimal or 0x-hex)")
@@ -684,7 +684,7 @@ def _main(argv=None) -> int:
     registry.load_all()
     seed = parse_seed("--seed", args.seed)
     if args.measure:
-        doc = measure([args.kernel] if args.kernel else None, args.target, seed=seed)
+        doc = measure(args.kernel.split(",") if args.kernel else None, args.target, seed=seed)
 
         def git(*a):
             p = subprocess.run(["git", *a], capture_output=True, text=True)
@@ -697,7 +697,7 @@ def _main(argv=None) -> int:
         return 0
     from conformance.cases.strategies import suite_target
 
-    for k in ([registry.get_kernel(args.kernel)] if args.kernel else registry.all_kernels()):
+    for k in ([registry.get_kernel(n) for n in args.kernel.split(",")] if args.kernel else registry.all_kernels()):
         t = suite_target(k, parse_target(args.target), args.tier)
         p = build_plan(k, t, args.tier, seed=seed)
         print(f"{k.name} {args.tier} on {t}: {p.mode}, {len(p.classes)} classes, {len(p.rows)} rows, "
