@@ -54,7 +54,7 @@ def measure_numeric(reg: dict, seeds, log=print) -> list[dict]:
             # a bug one path (format, dtype) runs: the rows it cannot reach are left out (they run shipped code)
             h = hunt(b.name, seed, only=b.reaches if b.confined else None).to_dict()
             runs.append({k: h[k] for k in ("seed", "position", "rows_run", "rows_skipped", "plan_rows", "case_id",
-                                           "kill_path", "tier", "detail", "error", "seconds")})
+                                           "kill_path", "kill_role", "tier", "detail", "error", "seconds")})
             log(f"{b.name:40s} seed {seed}: row {h['position']} ({h['rows_run']} run, {h['seconds']:.1f} s)"
                 + (f" ERROR {h['error'][:200]}" if h["error"] else ""))
         positions = [r["position"] for r in runs if r["position"] is not None]
@@ -161,15 +161,22 @@ def render(doc: dict) -> str:
            "| broken kernel | kind | base | path | the one bug | kill rate | first failing row per seed | median | "
            f"killing case (seed {seeds[0]}) |",
            "|---|---|---|---|---|---:|---|---:|---|"]
+    path_rows = []  # kills by a path row: no class or large-K row of either tier killed the kernel there
     for r in numeric:
         rows = " ".join("x" if run["position"] is None else str(run["position"]) for run in r["runs"])
         first = r["runs"][0]
         case = f"`{first['case_id']}`" if first["case_id"] else f"not killed: {first['error'] or 'survived'}"
         if first["case_id"] and first.get("kill_path"):
-            case += f" ({first['kill_path']})"
+            case += f" ({first['kill_path']}, {first.get('kill_role')} row)"
         rate = f"{round(100 * r['kill_rate'])}%"
         out.append(f"| `{r['kernel']}` | {_kind(r['module'])} | {r['base']} | {_path(r)} | {r['bug']} | {rate} | "
                    f"{rows} | {r['median_position']} | {case} |")
+        by_path = [str(run["seed"]) for run in r["runs"] if run.get("kill_role") == "path"]
+        if by_path:
+            path_rows.append(f"`{r['kernel']}` at seeds {', '.join(by_path)}")
+    if path_rows:
+        out += ["", "Killed first by a path row (no class or large-K row of either tier killed it at that seed): "
+                + "; ".join(path_rows) + "."]
     out += ["", "| contract mutant | base | the one bug | the check that must fail it | outcome |",
             "|---|---|---|---|---|"]
     for r in contract:

@@ -38,12 +38,13 @@ class Hunt:
     position: int | None = None
     seconds: float = 0.0
     kill_path: str | None = None  # the path the killing case takes (Kernel.launch), None: not declared
+    kill_role: str | None = None  # the killing row's plan role: class, large_k or path
     skipped: int = 0  # rows of other paths left out (`only`)
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "seed": self.seed, "target": self.target, "plan_rows": self.plan_rows,
                 "killed": self.kill is not None, "position": self.position, "rows_run": len(self.verdicts),
-                "rows_skipped": self.skipped, "kill_path": self.kill_path,
+                "rows_skipped": self.skipped, "kill_path": self.kill_path, "kill_role": self.kill_role,
                 "case_id": self.kill.case_id if self.kill else None,
                 "tier": self.kill.check if self.kill else None,
                 "detail": self.kill.detail[:300] if self.kill else None,
@@ -86,7 +87,7 @@ def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_row
             h.verdicts.append(v)
             if v.outcome in ("fail", "error"):
                 if v.outcome == "fail":
-                    h.kill, h.position, h.kill_path = v, i + 1, row.path
+                    h.kill, h.position, h.kill_path, h.kill_role = v, i + 1, row.path, row.role
                 else:
                     h.error = v
                 h.seconds = time.perf_counter() - t0
