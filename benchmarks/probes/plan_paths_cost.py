@@ -99,8 +99,10 @@ def measure() -> dict:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from conformance.core import registry
     from conformance.core.tree import import_tree_package
 
+    registry.load_all()  # sets TRITON_INTERPRET=1 on a CPU machine: triton must not be imported before
     import_tree_package("conformance_bench")
     import torch
     import triton
