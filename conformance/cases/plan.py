@@ -48,7 +48,7 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from conformance.cases.ids import TIERS, Case, parse_case_id
 from conformance.cases.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -211,6 +211,30 @@ def ci_plan(kernel, target, tier: str, *, seed: int, profile=None) -> list[Case]
 
 @functools.lru_cache(maxsize=512)
 def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
+    """The class and large-K rows (_class_plan), then the path rows: the first tier (exact: bit for bit) enters
+    every path cell and value that no class or large-K row of any tier covers; a later tier only what the first
+    tier's plan leaves (a cell its K limits refuse, say). A run of both tiers has every cell; a run of one tier its
+    share."""
+    plan, ctx = _class_plan(k, t, tier, seed, p)
+    if plan.mode == "none":
+        return plan
+    if tier == TIERS[0]:
+        other = tuple(r for tr in TIERS[1:] for r in _class_plan(k, t, tr, seed, p)[0].rows)
+    else:
+        other = _build(k, t, TIERS[0], seed, p).rows
+    fam = get_family(k.family)
+    rows = list(plan.rows)
+    cells = _add_path_rows(fam, k, t, tier, seed, plan.classes, ctx["members"], plan.tiles, ctx["regimes"], rows,
+                           ctx["rank"], ctx["regime_offset"], set(ctx["forced_done"]), other)
+    per_case = ctx["per_case"]
+    estimate = sum(per_case * {"large_k": 3, "path": PATH_ROW_SHARE}.get(r.role, 1) for r in rows)
+    return replace(plan, rows=tuple(rows), estimate_s=round(estimate, 2), path_axes=("path", *fam.plan_path_cross),
+                   path_cells=cells)
+
+
+@functools.lru_cache(maxsize=512)
+def _class_plan(k, t: Target, tier: str, seed: int, p: Profile) -> tuple:
+    """(the plan's class and large-K rows as a Plan, what the path rows need of its making)."""
     from conformance.cases.strategies import refusal_reason
     from conformance.checks.harness import _execution, exact_tier_unjudgeable
 
@@ -221,7 +245,7 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
                 tiles=tiles, run_mode=mode)
     if tier == "exact" and exact_tier_unjudgeable(k):
         return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=f"{k.name}: {exact_tier_unjudgeable(k)}",
-                    **base)
+                    **base), {}
     members: dict = {}
     for cls in fam.config_classes():
         members.setdefault(fam.plan_class(cls, tiles), []).append(cls)
@@ -234,7 +258,7 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
     accepted = tuple(pc for pc in gated if tier == "statistical" or any(
         _fields(fam, k, t, tier, members[pc], menus, dict(first, regime=r), tiles) is not None for r in regimes))
     if not accepted:
-        return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=refusal_reason(k, t), **base)
+        return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=refusal_reason(k, t), **base), {}
     per_case = fam.plan_seconds.get(mode, max(fam.plan_seconds.values()))
     every = len(accepted) * per_case <= p.plan_budget_s
     rank = {pc: _stable_int("rank", seed, k.name, tier, pc) for pc in accepted}
@@ -279,11 +303,11 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
         case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
                     seed=row_seed(seed, k.name, tier, index), **fields)
         rows.append(PlanRow(index, case, pc, fam.plan_label(pc), role, picks, case_path(k, t, case)))
-    cells = _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, rows, rank,
-                           offsets["regime"], forced_done)
-    estimate = sum(per_case * {"large_k": 3, "path": PATH_ROW_SHARE}.get(r.role, 1) for r in rows)
+    estimate = sum(per_case * (3 if r.role == "large_k" else 1) for r in rows)
+    ctx = dict(members=members, regimes=regimes, rank=rank, regime_offset=offsets["regime"],
+               forced_done=frozenset(forced_done), per_case=per_case)
     return Plan(mode="all" if every else "pairwise", rows=tuple(rows), classes=accepted, estimate_s=round(estimate, 2),
-                path_axes=("path", *fam.plan_path_cross), path_cells=cells, **base)
+                path_axes=("path", *fam.plan_path_cross), **base), ctx
 
 
 def _fields(fam, k, t, tier, members, menus, picks, tiles, large=None):
@@ -461,12 +485,14 @@ def _offer(fam, k, tier, regimes, entries: dict, path: str, pc: tuple, f: dict) 
 
 
 def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, rows, rank, regime_offset,
-                   forced_done) -> tuple:
+                   forced_done, other_rows=()) -> tuple:
     """Append to `rows` a "path" row for each (path, cross values) cell and each (path, pair-axis value) that the
-    rows so far leave uncovered and the gate serves (greedy: each next row covers the most; ties go to a fitting
-    shape, then the least rows x size, then the seeded rank). A cell that some fitting shape enters
-    (family.plan_path_fit) is covered only by a fitting row. Returns the served cells, (path, *cross values),
-    sorted."""
+    rows so far and `other_rows` (the first tier's plan, for a later tier) leave uncovered and the gate serves
+    (greedy: each next row covers the most; ties go to a fitting shape, then the least rows x size, then the seeded
+    rank). A cell that some fitting shape enters (family.plan_path_fit) is covered only by a fitting row. Returns
+    the cells this plan answers for, (path, *cross values), sorted: those its rows cover, and those it serves that
+    `other_rows` do not cover (so every returned cell has a case here, and the tiers' cells together are every
+    served cell)."""
     entries = dict(_path_candidates(k, t, tier, tiles, tuple((pc, tuple(members[pc])) for pc in accepted), regimes))
     for r in rows:  # the rows' own shapes enter paths too (one that only a wider N or K takes, say)
         if r.path is not None:
@@ -474,11 +500,12 @@ def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, row
                 _offer(fam, k, tier, regimes, entries, path, r.plan_class,
                        dict(_row_fields(r.case), **{fam.plan_rows_field: m}))
     raw = {e: _path_items(fam, *e, fits=not v[0][0]) for e, v in entries.items()}
-    row_items = [_path_items(fam, r.path, r.plan_class, fam.plan_path_fit(_row_fields(r.case)))
-                 for r in rows if r.path is not None]
-    fit_cells = {i[1:] for its in (*raw.values(), *row_items) for i in its if i[0] == "cell"}
+    row_items = _row_items(fam, rows)
+    other_items = _row_items(fam, other_rows)
+    fit_cells = {i[1:] for its in (*raw.values(), *row_items, *other_items) for i in its if i[0] == "cell"}
     items = {e: _fitted(its, fit_cells) for e, its in raw.items()}
-    covered = set().union(*(_fitted(its, fit_cells) for its in row_items))
+    covered_other = set().union(*(_fitted(its, fit_cells) for its in other_items))
+    covered = set().union(*(_fitted(its, fit_cells) for its in row_items)) | covered_other
     served = set().union(*items.values()) | covered
     want = {i for i in set().union(*items.values()) - covered if i[0] != "cell?"}
     left = sorted(items, key=lambda e: (entries[e][0], rank[e[1]], e[0]))  # best first: max keeps the first
@@ -503,7 +530,14 @@ def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, row
         case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
                     seed=row_seed(seed, k.name, tier, index), **fields)
         rows.append(PlanRow(index, case, pc, fam.plan_label(pc), "path", {"path": path}, path))
-    return tuple(sorted({tuple(i[1:]) for i in served if i[0] in ("cell", "cell?")}))
+    own = set().union(*(_fitted(its, fit_cells) for its in _row_items(fam, rows)))
+    mine = {i[1:] for i in served - covered_other if i[0] == "cell"} | {i[1:] for i in own if i[0] == "cell"}
+    return tuple(sorted(mine))
+
+
+def _row_items(fam, rows) -> list:
+    return [_path_items(fam, r.path, r.plan_class, fam.plan_path_fit(_row_fields(r.case)))
+            for r in rows if r.path is not None]
 
 
 # ---- coverage ----------------------------------------------------------------------------------------------------

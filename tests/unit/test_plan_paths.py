@@ -29,61 +29,68 @@ def _cases_per_cell(p) -> Counter:
     return Counter((r.path, *_cross(fam, r.plan_class)) for r in p.rows if r.path is not None)
 
 
+def _both(name, seed, target="cpu"):
+    """(the two tiers' plans, the union of their path cells, their cases per cell): a run judges both tiers; the
+    first (exact) enters the paths and a later tier what the first cannot."""
+    ps = [plan.build_plan(name, target, tier, seed=seed) for tier in TIERS]
+    cells = set().union(*(p.path_cells for p in ps))
+    return ps, cells, sum((_cases_per_cell(p) for p in ps), Counter())
+
+
 @pytest.mark.parametrize("name", MULTI_PATH)
 def test_multi_path_kernels_cover_every_cell_at_every_seed(name):
     """triton_w4a16 (planar, planar+splitk, dequant_mm on cpu) and triton_w4a16_actorder (gemv, dot, their split-K
-    forms, dequant_mm): at run seeds 0-7, each tier's plan has a case in every (path, format, weight type) cell,
-    every path meets both act dtypes, every group regime and every act-order value of the accepted classes, and the
-    cells are the full cross of the paths with the formats and weight types the gate accepts."""
+    forms, dequant_mm): at run seeds 0-7 each tier's plan has a case in every cell it answers for; the two tiers'
+    cells are the full cross of the paths with the formats and weight types the gate accepts; and every path meets
+    both act dtypes, every group regime and every act-order value of the accepted classes."""
     registry.load_all()
     fam = get_family("w4a16")
     idx = {a: fam.plan_axes.index(a) for a in fam.plan_axes}
-    for tier in TIERS:
-        for seed in SEEDS:
-            p = plan.build_plan(name, "cpu", tier, seed=seed)
-            have = _cases_per_cell(p)
-            assert all(have[c] for c in p.path_cells), (tier, seed, [c for c in p.path_cells if not have[c]])
-            paths = {c[0] for c in p.path_cells}
-            formats = {pc[idx["format"]] for pc in p.classes}
-            wts = {pc[idx["weight_type"]] for pc in p.classes}
-            assert set(p.path_cells) == {(pa, f, w) for pa in paths for f in formats for w in wts}, (tier, seed)
-            for axis in fam.plan_path_pairs:
-                want = {(pa, pc[idx[axis]]) for pa in paths for pc in p.classes}
-                got = {(r.path, r.plan_class[idx[axis]]) for r in p.rows}
-                assert want <= got, (tier, seed, axis, sorted(want - got))
+    for seed in SEEDS:
+        ps, cells, have = _both(name, seed)
+        for p in ps:
+            own = _cases_per_cell(p)
+            assert all(own[c] for c in p.path_cells), (p.tier, seed, [c for c in p.path_cells if not own[c]])
+        paths = {c[0] for c in cells}
+        classes = set().union(*(p.classes for p in ps))
+        formats = {pc[idx["format"]] for pc in classes}
+        wts = {pc[idx["weight_type"]] for pc in classes}
+        assert cells == {(pa, f, w) for pa in paths for f in formats for w in wts}, seed
+        assert all(have[c] for c in cells)
+        for axis in fam.plan_path_pairs:
+            want = {(pa, pc[idx[axis]]) for pa in paths for pc in classes}
+            got = {(r.path, r.plan_class[idx[axis]]) for p in ps for r in p.rows}
+            assert want <= got, (seed, axis, sorted(want - got))
         assert len(paths) >= 3, paths
 
 
 @pytest.mark.parametrize("name", MULTI_PATH)
 def test_no_row_count_enters_a_path_the_plan_missed(name):
-    """An independent probe: every M from 1 to plan.M_CAP on the config of every statistical plan row (not only
+    """An independent probe: every M from 1 to plan.M_CAP on the config of every plan row of both tiers (not only
     the selection rows' first M, as the plan walks them) takes only paths whose (path, format, weight type) cell
     has a case; and a path row enters its path at the least M that takes it on its shape."""
     registry.load_all()
     k, t = registry.get_kernel(name), parse_target("cpu")
     fam = get_family("w4a16")
-    for tier in ("statistical",):  # no K limits: the larger shapes
-        p = plan.build_plan(k, t, tier, seed=0)
-        have = _cases_per_cell(p)
-        for r in p.rows:
-            cfg = r.case.config()
-            paths = [k.launch(cfg, m, t).path for m in range(1, plan.M_CAP + 1)]
-            for pa in set(paths):
-                assert have[(pa, *_cross(fam, r.plan_class))], (tier, r.case.id, pa)
-            if r.role == "path":
-                assert paths.index(r.path) + 1 == r.case.M, (r.case.id, r.path)
+    ps, _cells, have = _both(name, 0)
+    for r in (r for p in ps for r in p.rows):
+        cfg = r.case.config()
+        paths = [k.launch(cfg, m, t).path for m in range(1, plan.M_CAP + 1)]
+        for pa in set(paths):
+            assert have[(pa, *_cross(fam, r.plan_class))], (r.case.id, pa)
+        if r.role == "path":
+            assert paths.index(r.path) + 1 == r.case.M, (r.case.id, r.path)
 
 
 def test_path_rows_are_tiny():
     """Path rows enter at the smallest shapes (the interpreter's cost): N <= 16 and K <= 768 (three groups of 256)
     for the two Triton kernels, and no more rows than their cells and pairs need."""
     for name in MULTI_PATH:
-        for tier in TIERS:
-            p = plan.build_plan(name, "cpu", tier, seed=0)
-            rows = [r.case for r in p.rows if r.role == "path"]
-            assert rows and all(c.N <= 16 and c.K <= 768 for c in rows), [c.id for c in rows]
-            paths = {c[0] for c in p.path_cells}
-            assert len(rows) <= len(p.path_cells) + 8 * len(paths), (name, tier, len(rows))
+        ps, cells, _have = _both(name, 0)
+        rows = [r.case for p in ps for r in p.rows if r.role == "path"]
+        assert rows and all(c.N <= 16 and c.K <= 768 for c in rows), [c.id for c in rows]
+        paths = {c[0] for c in cells}
+        assert len(rows) <= len(cells) + 8 * len(paths), (name, len(rows))
 
 
 # ---- a plugin kernel's paths ------------------------------------------------------------------------------------
@@ -145,21 +152,20 @@ def plugin_kernels():
 
 def test_plugin_kernels_get_their_paths_crossed(plugin_kernels):
     """A plugin's own paths are crossed with formats and weight types like a built-in's: a format-only path (v1's
-    prefill, entered at M = 7 by the dense probe) meets every v1 weight type, a row-walked path ("stream" past
+    prefill, entered at M = 7 by the bisection) meets every v1 weight type, a row-walked path ("stream" past
     M = 40) every format; every cell has a case; a kernel that declares no launch gets no path rows."""
+    ps, cells, have = _both("test_plan_format_paths", 3)
+    wts = {c[2] for c in cells}
+    assert {c for c in cells if c[0] == "v1_prefill"} == {("v1_prefill", "gptq_v1", w) for w in wts}
+    assert {c[0] for c in cells} == {"small", "big", "v1_prefill"}
+    assert all(have[c] for c in cells), [c for c in cells if not have[c]]
+    assert all(r.case.M == 7 for p in ps for r in p.rows if r.role == "path" and r.path in ("v1_prefill", "big"))
+    ps, cells, have = _both("test_plan_row_paths", 3)
+    assert {c[0] for c in cells} == {"gemv", "tiles", "stream"}
+    assert all(have[c] for c in cells), [c for c in cells if not have[c]]
+    assert all(r.case.M == {"gemv": 1, "tiles": 2, "stream": 41}[r.path] for p in ps for r in p.rows
+               if r.role == "path")
     for tier in TIERS:
-        p = plan.build_plan("test_plan_format_paths", "cpu", tier, seed=3)
-        have = _cases_per_cell(p)
-        wts = {c[2] for c in p.path_cells}
-        assert {c for c in p.path_cells if c[0] == "v1_prefill"} == {("v1_prefill", "gptq_v1", w) for w in wts}
-        assert {c[0] for c in p.path_cells} == {"small", "big", "v1_prefill"}
-        assert all(have[c] for c in p.path_cells), [c for c in p.path_cells if not have[c]]
-        assert all(r.case.M == 7 for r in p.rows if r.role == "path" and r.path in ("v1_prefill", "big"))
-        p = plan.build_plan("test_plan_row_paths", "cpu", tier, seed=3)
-        have = _cases_per_cell(p)
-        assert {c[0] for c in p.path_cells} == {"gemv", "tiles", "stream"}
-        assert all(have[c] for c in p.path_cells), [c for c in p.path_cells if not have[c]]
-        assert all(r.case.M == {"gemv": 1, "tiles": 2, "stream": 41}[r.path] for r in p.rows if r.role == "path")
         p = plan.build_plan("test_plan_no_launch", "cpu", tier, seed=3)
         assert p.rows and not p.path_cells and all(r.path is None and r.role != "path" for r in p.rows)
 
