@@ -30,7 +30,7 @@ ROUNDS = 3
 
 
 def _clear(plan) -> None:
-    for fn in (plan._build, plan._path_candidates, plan.path_entries, plan._launch):
+    for fn in (plan._build, plan._class_plan, plan._path_candidates, plan.path_entries, plan._launch):
         fn.cache_clear()
 
 
