@@ -49,6 +49,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 from conformance.cases.ids import TIERS, Case, parse_case_id
 from conformance.cases.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -467,7 +468,7 @@ def _path_candidates(k, t: Target, tier: str, tiles: Tiles, classes: tuple, regi
     entries: dict = {}
     for pc, members in classes:
         for fields in fam.plan_path_shapes(k, t, tier, list(members), tiles):
-            config = Case(family=k.family, kernel=k.name, tier=tier, regime=regimes[0], seed=0, **fields).config()
+            config = fam.config_from_case(SimpleNamespace(**fields))  # a Case's validation: for the rows chosen
             for path, m in path_entries(k, t, config):
                 _offer(fam, k, tier, regimes, entries, path, pc, dict(fields, **{fam.plan_rows_field: m}))
     return entries
