@@ -1,10 +1,10 @@
 """Measure the CI plan's power against the broken kernels of tests/unit/broken_registry.py, over several run seeds.
 
 For every numeric broken kernel and run seed: the 1-based position of the first failing row of its CI plan (both
-tiers side by side, in plan order: tests/unit/mutant_hunt.py), the killing case id, and any `error` (which does not
-count as a kill); per kernel the kill rate over the seeds (it must be 100%). Every contract mutant is run through the
-contract check that must fail it. The JSON records the commit, whether the tree was clean, the kernel digest and the
-environment; the table of docs/proof-of-power.md is generated from it, never written by hand:
+tiers side by side, in plan order: tests/unit/mutant_hunt.py; rows a one-path bug cannot reach are left out), the
+killing case id and its path, and any `error` (not a kill); per kernel the kill rate over the seeds (it must be
+100%). Every contract mutant is run through the contract check that must fail it. The JSON records the commit,
+whether the tree was clean, the kernel digest and the environment; docs/proof-of-power.md's table is generated:
 
     PYTHONPATH=. python benchmarks/proof_of_power.py [--seeds 0 1 2 3 4 5 6 7] [--out PATH]   # measure (CPU)
     PYTHONPATH=. python benchmarks/proof_of_power.py --write-docs     # regenerate the docs table from the JSON
@@ -51,13 +51,15 @@ def measure_numeric(reg: dict, seeds, log=print) -> list[dict]:
             continue
         runs = []
         for seed in seeds:
-            h = hunt(b.name, seed).to_dict()
-            runs.append({k: h[k] for k in ("seed", "position", "rows_run", "plan_rows", "case_id", "tier", "detail",
-                                           "error", "seconds")})
+            # a bug one path (format, dtype) runs: the rows it cannot reach are left out (they run shipped code)
+            h = hunt(b.name, seed, only=b.reaches if b.confined else None).to_dict()
+            runs.append({k: h[k] for k in ("seed", "position", "rows_run", "rows_skipped", "plan_rows", "case_id",
+                                           "kill_path", "kill_role", "tier", "detail", "error", "seconds")})
             log(f"{b.name:40s} seed {seed}: row {h['position']} ({h['rows_run']} run, {h['seconds']:.1f} s)"
                 + (f" ERROR {h['error'][:200]}" if h["error"] else ""))
         positions = [r["position"] for r in runs if r["position"] is not None]
         rows.append({"kernel": b.name, "module": b.module, "base": b.base, "bug": b.bug, "kill": b.kill,
+                     "path": b.path, "formats": b.formats, "dtypes": b.dtypes,
                      "runs": runs, "kill_rate": len(positions) / len(runs),
                      "median_position": statistics.median(positions) if positions else None,
                      "max_position": max(positions) if positions else None})
@@ -138,6 +140,12 @@ def _kind(module: str) -> str:
     return module.rsplit(".", 1)[-1].removeprefix("broken_")
 
 
+def _path(r: dict) -> str:
+    """The path column: the path the bug breaks ("every": all of them), with the formats / dtypes it breaks there."""
+    only = [*(r.get("formats") or ()), *(r.get("dtypes") or ())]
+    return r.get("path", "every") + (f" ({', '.join(only)})" if only else "")
+
+
 def render(doc: dict) -> str:
     """The generated block of docs/proof-of-power.md (markers included), from the JSON alone."""
     prov, seeds = doc["provenance"], doc["seeds"]
@@ -150,16 +158,25 @@ def render(doc: dict) -> str:
            f"{doc['environment']['torch']}, triton {doc['environment']['triton']}), run seeds {seeds} "
            f"({doc['seconds']} s). Numeric broken kernels: {len(numeric)}, killed at every seed: "
            f"{sum(r['kill_rate'] == 1.0 for r in numeric)}. Median first failing row per seed: {medians}.", "",
-           "| broken kernel | kind | base | the one bug | kill rate | first failing row per seed | median | "
+           "| broken kernel | kind | base | path | the one bug | kill rate | first failing row per seed | median | "
            f"killing case (seed {seeds[0]}) |",
-           "|---|---|---|---|---:|---|---:|---|"]
+           "|---|---|---|---|---|---:|---|---:|---|"]
+    path_rows = []  # kills by a path row: no class or large-K row of either tier killed the kernel there
     for r in numeric:
         rows = " ".join("x" if run["position"] is None else str(run["position"]) for run in r["runs"])
         first = r["runs"][0]
         case = f"`{first['case_id']}`" if first["case_id"] else f"not killed: {first['error'] or 'survived'}"
+        if first["case_id"] and first.get("kill_path"):
+            case += f" ({first['kill_path']}, {first.get('kill_role')} row)"
         rate = f"{round(100 * r['kill_rate'])}%"
-        out.append(f"| `{r['kernel']}` | {_kind(r['module'])} | {r['base']} | {r['bug']} | {rate} | {rows} | "
-                   f"{r['median_position']} | {case} |")
+        out.append(f"| `{r['kernel']}` | {_kind(r['module'])} | {r['base']} | {_path(r)} | {r['bug']} | {rate} | "
+                   f"{rows} | {r['median_position']} | {case} |")
+        by_path = [str(run["seed"]) for run in r["runs"] if run.get("kill_role") == "path"]
+        if by_path:
+            path_rows.append(f"`{r['kernel']}` at seeds {', '.join(by_path)}")
+    if path_rows:
+        out += ["", "Killed first by a path row (no class or large-K row of either tier killed it at that seed): "
+                + "; ".join(path_rows) + "."]
     out += ["", "| contract mutant | base | the one bug | the check that must fail it | outcome |",
             "|---|---|---|---|---|"]
     for r in contract:

@@ -19,6 +19,13 @@ pairs; ties go to the class with the most values no earlier row has, then to the
 rows differ on every axis they can. A few large-K rows (K 4096-8192 where the kernel runs as torch or as its
 model, 1024-1408 in the interpreter) follow the first three rows.
 
+Paths. The kernel says which path each case takes on the target (`Kernel.launch(config, M, target).path`). The
+plan crosses path x the family's `plan_path_cross` axes (W4A16: checkpoint format x weight type) in full, and each
+path meets every value of its `plan_path_pairs` axes (act dtype, group regime, act-order): after the class rows,
+one "path" row per cell (or pair) they leave uncovered, at the fewest rows and the smallest shape that enter the
+path (`path_entries` walks the kernel's selection rows; `family.plan_path_shapes`). A kernel that declares no
+launch (plugins written before it) gets no path rows.
+
 Shapes. Each row takes the next value of each boundary menu (rows: 1, small odd, BLOCK_M +- 1 and the path
 thresholds of the kernel's tile table; columns: N tails; K variants: tails, K / group odd, the smallest K), each
 menu starting at an offset drawn from the run seed: every commit places boundaries on other classes, and every
@@ -41,7 +48,8 @@ import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 
 from conformance.cases.ids import TIERS, Case, parse_case_id
 from conformance.cases.profiles import DEFAULT_PROFILE, Profile, get_profile
@@ -53,6 +61,7 @@ from references.errors import InvalidInput, require
 GENERIC_M = (1, 3, 17, 33, 65)  # rows when the kernel declares no tile table: decode, odd, past common BLOCK_M
 M_CAP = 129  # menu rows stay interpreter-cheap
 LARGE_K_ROWS = {"device": 3, "model": 3, "interpreter": 2}  # large-K rows per kernel and tier, by run mode
+PATH_ROW_SHARE = 0.25  # a path row's cost in the cost model, as a share of a class row (tiny shapes: docs/ci-plan.md)
 LARGE_K_AT, LARGE_K_EVERY = 3, 4  # the first large-K row follows the three most diverse rows, then every 4th
 REPLAY_FILE = ("plan", "failed-cases.json")  # under conformance.core.tree.cache_dir()
 REPLAY_KEEP = 200  # remembered failures kept at most (oldest dropped)
@@ -72,7 +81,9 @@ class Tiles:
 @dataclass(frozen=True)
 class PlanRow:
     """One plan case: its index (pytest id `<kernel>-<tier>-<index>`), the Case, its plan class (values along
-    the family's plan_axes) and label, its role ("class" or "large_k") and the menu values it was given."""
+    the family's plan_axes) and label, its role ("class", "large_k" or "path": a row that enters a kernel path
+    for a (path, format, weight type) cell no earlier row covers), the menu values it was given, and the path
+    the case takes on the plan's target."""
 
     index: int
     case: Case
@@ -80,6 +91,7 @@ class PlanRow:
     label: str
     role: str
     picks: dict = field(default_factory=dict, compare=False)
+    path: str | None = None  # the path the case takes on the plan's target (Kernel.launch); None: not declared
 
 
 @dataclass(frozen=True)
@@ -100,6 +112,8 @@ class Plan:
     run_mode: str | None
     estimate_s: float
     refusal: str | None = None
+    path_axes: tuple = ()  # ("path", *the family's plan_path_cross)
+    path_cells: tuple = ()  # the cells the gate serves on the target (probed): (path, *cross values), sorted
 
 
 def _stable_int(*parts, bits: int = 31) -> int:
@@ -198,6 +212,30 @@ def ci_plan(kernel, target, tier: str, *, seed: int, profile=None) -> list[Case]
 
 @functools.lru_cache(maxsize=512)
 def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
+    """The class and large-K rows (_class_plan), then the path rows: the first tier (exact: bit for bit) enters
+    every path cell and value that no class or large-K row of any tier covers; a later tier only what the first
+    tier's plan leaves (a cell its K limits refuse, say). A run of both tiers has every cell; a run of one tier its
+    share."""
+    plan, ctx = _class_plan(k, t, tier, seed, p)
+    if plan.mode == "none":
+        return plan
+    if tier == TIERS[0]:
+        other = tuple(r for tr in TIERS[1:] for r in _class_plan(k, t, tr, seed, p)[0].rows)
+    else:
+        other = _build(k, t, TIERS[0], seed, p).rows
+    fam = get_family(k.family)
+    rows = list(plan.rows)
+    cells = _add_path_rows(fam, k, t, tier, seed, plan.classes, ctx["members"], plan.tiles, ctx["regimes"], rows,
+                           ctx["rank"], ctx["regime_offset"], set(ctx["forced_done"]), other)
+    per_case = ctx["per_case"]
+    estimate = sum(per_case * {"large_k": 3, "path": PATH_ROW_SHARE}.get(r.role, 1) for r in rows)
+    return replace(plan, rows=tuple(rows), estimate_s=round(estimate, 2), path_axes=("path", *fam.plan_path_cross),
+                   path_cells=cells)
+
+
+@functools.lru_cache(maxsize=512)
+def _class_plan(k, t: Target, tier: str, seed: int, p: Profile) -> tuple:
+    """(the plan's class and large-K rows as a Plan, what the path rows need of its making)."""
     from conformance.cases.strategies import refusal_reason
     from conformance.checks.harness import _execution, exact_tier_unjudgeable
 
@@ -208,7 +246,7 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
                 tiles=tiles, run_mode=mode)
     if tier == "exact" and exact_tier_unjudgeable(k):
         return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=f"{k.name}: {exact_tier_unjudgeable(k)}",
-                    **base)
+                    **base), {}
     members: dict = {}
     for cls in fam.config_classes():
         members.setdefault(fam.plan_class(cls, tiles), []).append(cls)
@@ -221,7 +259,7 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
     accepted = tuple(pc for pc in gated if tier == "statistical" or any(
         _fields(fam, k, t, tier, members[pc], menus, dict(first, regime=r), tiles) is not None for r in regimes))
     if not accepted:
-        return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=refusal_reason(k, t), **base)
+        return Plan(mode="none", rows=(), classes=(), estimate_s=0.0, refusal=refusal_reason(k, t), **base), {}
     per_case = fam.plan_seconds.get(mode, max(fam.plan_seconds.values()))
     every = len(accepted) * per_case <= p.plan_budget_s
     rank = {pc: _stable_int("rank", seed, k.name, tier, pc) for pc in accepted}
@@ -265,10 +303,12 @@ def _build(k, t: Target, tier: str, seed: int, p: Profile) -> Plan:
         index = len(rows)
         case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
                     seed=row_seed(seed, k.name, tier, index), **fields)
-        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), role, picks))
+        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), role, picks, case_path(k, t, case)))
     estimate = sum(per_case * (3 if r.role == "large_k" else 1) for r in rows)
+    ctx = dict(members=members, regimes=regimes, rank=rank, regime_offset=offsets["regime"],
+               forced_done=frozenset(forced_done), per_case=per_case)
     return Plan(mode="all" if every else "pairwise", rows=tuple(rows), classes=accepted, estimate_s=round(estimate, 2),
-                **base)
+                path_axes=("path", *fam.plan_path_cross), **base), ctx
 
 
 def _fields(fam, k, t, tier, members, menus, picks, tiles, large=None):
@@ -338,6 +378,169 @@ def _large_k_classes(fam, k, t, tier, accepted, members, menus, tiles, rank, kin
     return out
 
 
+# ---- kernel paths ------------------------------------------------------------------------------------------------
+# A kernel says which path a call takes on a target (`Kernel.launch(config, M, target).path`: triton_w4a16's planar
+# decode path, GEMV row, tl.dot tiles, dequantize-then-matmul rows, "+splitk" where K is split). Each path reads the
+# operands its own way, so a bug in one path's reading of one checkpoint format is that path's alone: the plan
+# crosses path x the family's plan_path_cross axes (W4A16: format x weight type) in full, and meets every value of
+# its plan_path_pairs axes (act dtype, group regime, act-order) on every path. Rows the class rows leave uncovered
+# get a "path" row each, entered at the fewest rows x the smallest shape (family.plan_path_shapes) that take it.
+
+PATH_PROBE_M = (1, 2, 3, 5, 9, 17, 33, 65, 129)  # no Launch.row: these, then a bisection wherever the path changes
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _launch(k, t: Target, config, M: int) -> tuple:
+    """(path, row) of Kernel.launch(config, M, t); (None, None) when the kernel declares no launch (the default)
+    or its gate refuses. A launch that raises is an error naming the kernel (a plugin's hook, loudly)."""
+    try:
+        launch = k.launch(config, M, t)
+    except Exception as e:  # noqa: BLE001 - any plugin error, re-raised with its kernel and call named
+        raise RuntimeError(f"kernel {k.name!r}: launch({config}, M={M}, target={t}) raised "
+                           f"{type(e).__name__}: {e}") from e
+    return (None, None) if launch is None else (launch.path, launch.row)
+
+
+def case_path(kernel, target: Target, case: Case) -> str | None:
+    """The path `case` takes on `target` (`kernel.launch(case.config(), rows, target).path`); None: not declared."""
+    from conformance.core.kernel import case_rows
+
+    return _launch(kernel, target, case.config(), case_rows(case))[0]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def path_entries(k, t: Target, config) -> tuple:
+    """((path, least rows), ...) of every path a call on `config` takes on `t` for rows 1 ... M_CAP, least rows first.
+    The rows walk the kernel's selection rows (Launch.row: 1, then each row's max_m + 1: a row's path holds for every
+    M it serves); a kernel that names no row is probed at PATH_PROBE_M, and between two probes that take different
+    paths the first M of the second is found by bisection. () when it declares no launch."""
+    first: dict = {}
+    M = 1
+    while M <= M_CAP:
+        path, row = _launch(k, t, config, M)
+        if path is None:
+            break
+        first.setdefault(path, M)
+        if row is None:  # no selection rows to walk
+            lo = 1
+            for hi in PATH_PROBE_M[1:]:
+                p = _launch(k, t, config, hi)[0]
+                if p is None:
+                    break
+                if p != _launch(k, t, config, lo)[0]:
+                    a, b = lo, hi  # path(a) != path(b): the least m in (a, b] taking path(b)
+                    while b - a > 1:
+                        mid = (a + b) // 2
+                        a, b = (a, mid) if _launch(k, t, config, mid)[0] == p else (mid, b)
+                    first[p] = min(first.get(p, b), b)
+                lo = hi
+            break
+        if row.max_m is None:
+            break
+        M = max(row.max_m, M) + 1
+    return tuple(sorted(first.items(), key=lambda kv: (kv[1], kv[0])))
+
+
+def _path_items(fam, path: str, pc: tuple, fits: bool = True) -> frozenset:
+    """What a row on `path` of plan class `pc` covers: its cell ("cell", path, *cross values; "cell?" when the
+    row's shape cannot show the cell's format: family.plan_path_fit) and its (path, axis value) pairs."""
+    cross = tuple(pc[fam.plan_axes.index(a)] for a in fam.plan_path_cross)
+    return frozenset({("cell" if fits else "cell?", path, *cross)} | {("pair", path, a, pc[fam.plan_axes.index(a)])
+                                                                      for a in fam.plan_path_pairs})
+
+
+def _row_fields(case: Case) -> dict:
+    return {n: v for n, v in case.to_dict().items() if n not in ("family", "kernel", "regime", "tier", "seed")}
+
+
+def _fitted(items: frozenset, fit_cells: set) -> frozenset:
+    """A non-fitting row's cell counts as the cell where no fitting shape enters it ("cell?" -> "cell")."""
+    return frozenset(("cell", *i[1:]) if i[0] == "cell?" and i[1:] not in fit_cells else i for i in items)
+
+
+@functools.lru_cache(maxsize=256)
+def _path_candidates(k, t: Target, tier: str, tiles: Tiles, classes: tuple, regimes: tuple) -> dict:
+    """{(path, plan class): ((does not fit, rows x size), fields)}: for each accepted plan class (`classes`: (plan
+    class, its config classes) pairs) and each path a call on one of the family's smallest shapes of it takes, the
+    best shape that enters that path (_offer) and its case fields, where some data regime of the tier can run it.
+    Independent of the run seed: built once per kernel, target and tier in a process."""
+    fam = get_family(k.family)
+    entries: dict = {}
+    for pc, members in classes:
+        for fields in fam.plan_path_shapes(k, t, tier, list(members), tiles):
+            config = fam.config_from_case(SimpleNamespace(**fields))  # a Case's validation: for the rows chosen
+            for path, m in path_entries(k, t, config):
+                _offer(fam, k, tier, regimes, entries, path, pc, dict(fields, **{fam.plan_rows_field: m}))
+    return entries
+
+
+def _offer(fam, k, tier, regimes, entries: dict, path: str, pc: tuple, f: dict) -> None:
+    """Keep `f` as the (path, pc) entry when it is better: a shape that fits (family.plan_path_fit) before one that
+    does not, then the least rows x size; where some data regime of the tier runs it."""
+    rank = (not fam.plan_path_fit(f), f[fam.plan_rows_field] * fam.plan_size(f))
+    if (path, pc) in entries and entries[(path, pc)][0] <= rank:
+        return
+    if all(fam.plan_row_limit(k, tier, f, r) is not None for r in regimes):
+        return  # no data regime of the tier runs this shape at these rows
+    entries[(path, pc)] = (rank, f)
+
+
+def _add_path_rows(fam, k, t, tier, seed, accepted, members, tiles, regimes, rows, rank, regime_offset,
+                   forced_done, other_rows=()) -> tuple:
+    """Append to `rows` a "path" row for each (path, cross values) cell and each (path, pair-axis value) that the
+    rows so far and `other_rows` (the first tier's plan, for a later tier) leave uncovered and the gate serves
+    (greedy: each next row covers the most; ties go to a fitting shape, then the least rows x size, then the seeded
+    rank). A cell that some fitting shape enters (family.plan_path_fit) is covered only by a fitting row. Returns
+    the cells this plan answers for, (path, *cross values), sorted: those its rows cover, and those it serves that
+    `other_rows` do not cover (so every returned cell has a case here, and the tiers' cells together are every
+    served cell)."""
+    entries = dict(_path_candidates(k, t, tier, tiles, tuple((pc, tuple(members[pc])) for pc in accepted), regimes))
+    for r in rows:  # the rows' own shapes enter paths too (one that only a wider N or K takes, say)
+        if r.path is not None:
+            for path, m in path_entries(k, t, r.case.config()):
+                _offer(fam, k, tier, regimes, entries, path, r.plan_class,
+                       dict(_row_fields(r.case), **{fam.plan_rows_field: m}))
+    raw = {e: _path_items(fam, *e, fits=not v[0][0]) for e, v in entries.items()}
+    row_items = _row_items(fam, rows)
+    other_items = _row_items(fam, other_rows)
+    fit_cells = {i[1:] for its in (*raw.values(), *row_items, *other_items) for i in its if i[0] == "cell"}
+    items = {e: _fitted(its, fit_cells) for e, its in raw.items()}
+    covered_other = set().union(*(_fitted(its, fit_cells) for its in other_items))
+    covered = set().union(*(_fitted(its, fit_cells) for its in row_items)) | covered_other
+    served = set().union(*items.values()) | covered
+    want = {i for i in set().union(*items.values()) - covered if i[0] != "cell?"}
+    left = sorted(items, key=lambda e: (entries[e][0], rank[e[1]], e[0]))  # best first: max keeps the first
+    chosen = []
+    while want:
+        gains = [(len(items[e] & want), e) for e in left]
+        left = [e for g, e in gains if g]  # a gain never grows: entries with none are done for
+        if not left:
+            break
+        best = max(gains, key=lambda ge: ge[0])[1]  # the first of the largest gain: the cheapest, then by rank
+        chosen.append(best)
+        want -= items[best]
+    for path, pc in chosen:
+        fields = entries[(path, pc)][1]
+        turn = regimes[(len(rows) + regime_offset) % len(regimes)]
+        regime = next(r for r in (turn, *regimes) if fam.plan_row_limit(k, tier, fields, r) is None)
+        forced = fam.plan_first_regime(fields, tier)
+        if forced is not None and forced not in forced_done and fam.plan_row_limit(k, tier, fields, forced) is None:
+            regime = forced
+            forced_done.add(forced)
+        index = len(rows)
+        case = Case(family=k.family, kernel=k.name, tier=tier, regime=regime,
+                    seed=row_seed(seed, k.name, tier, index), **fields)
+        rows.append(PlanRow(index, case, pc, fam.plan_label(pc), "path", {"path": path}, path))
+    own = set().union(*(_fitted(its, fit_cells) for its in _row_items(fam, rows)))
+    mine = {i[1:] for i in served - covered_other if i[0] == "cell"} | {i[1:] for i in own if i[0] == "cell"}
+    return tuple(sorted(mine))
+
+
+def _row_items(fam, rows) -> list:
+    return [_path_items(fam, r.path, r.plan_class, fam.plan_path_fit(_row_fields(r.case)))
+            for r in rows if r.path is not None]
+
+
 # ---- coverage ----------------------------------------------------------------------------------------------------
 
 def plan_coverage(kernel, target, tier: str, *, seed: int, profile=None) -> list[dict]:
@@ -367,15 +570,21 @@ def plan_coverage(kernel, target, tier: str, *, seed: int, profile=None) -> list
 
 def coverage_summary(kernel, target, tier: str, *, seed: int, profile=None) -> dict:
     """One line's worth for reports: kernel, tier, target, mode, accepted / run / pair-covered class counts,
-    rows (large-K among them), the estimated CPU seconds, the tile source, and the refusal when no rows."""
+    rows (large-K and path rows among them), the path cells the gate serves and those without a case, the
+    estimated CPU seconds, the tile source, and the refusal when no rows."""
     plan = build_plan(kernel, target, tier, seed=seed, profile=profile)
     cov = plan_coverage(kernel, target, tier, seed=seed, profile=profile)
     n = {c: sum(1 for r in cov if r["covered"] == c) for c in ("run", "pair-covered", "not covered")}
+    fam = get_family(registry.get_kernel(plan.kernel).family if isinstance(kernel, str) else kernel.family)
+    have = {(r.path, *(r.plan_class[fam.plan_axes.index(a)] for a in fam.plan_path_cross))
+            for r in plan.rows if r.path is not None}
     return {"kernel": plan.kernel, "tier": tier, "target": str(plan.target), "mode": plan.mode,
             "accepted": len(plan.classes), "run": n["run"], "pair_covered": n["pair-covered"],
             "not_covered": n["not covered"], "rows": len(plan.rows),
-            "large_k_rows": sum(1 for r in plan.rows if r.role == "large_k"), "estimate_s": plan.estimate_s,
-            "tiles": plan.tiles.source, "refusal": plan.refusal, "classes": cov}
+            "large_k_rows": sum(1 for r in plan.rows if r.role == "large_k"),
+            "path_rows": sum(1 for r in plan.rows if r.role == "path"), "path_cells": len(plan.path_cells),
+            "path_cells_without_case": [list(c) for c in plan.path_cells if c not in have],
+            "estimate_s": plan.estimate_s, "tiles": plan.tiles.source, "refusal": plan.refusal, "classes": cov}
 
 
 def summary_line(s: dict) -> str:
@@ -390,7 +599,11 @@ def summary_line(s: dict) -> str:
     if s["not_covered"]:
         cov += f", {s['not_covered']} NOT covered"
     ran = f", {s['rows_ran']} ran" if "rows_ran" in s and s["rows_ran"] != s["rows"] else ""
-    return head + f"{s['mode']}: {cov}; {s['rows']} rows ({s['large_k_rows']} large-K){ran}"
+    paths = f", {s['path_rows']} path" if s.get("path_rows") else ""
+    if s.get("path_cells"):
+        missing = len(s.get("path_cells_without_case", ()))
+        paths += f"; {s['path_cells']} path cells" + (f", {missing} WITHOUT a case" if missing else "")
+    return head + f"{s['mode']}: {cov}; {s['rows']} rows ({s['large_k_rows']} large-K{paths}){ran}"
 
 
 # ---- failed plan cases, replayed first next run --------------------------------------------------------------------
@@ -495,7 +708,7 @@ def _main(argv=None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m conformance.cases.plan",
                                  description="print a kernel's CI plan, or run and time every plan (--measure)")
-    ap.add_argument("--kernel", default=None, help="one kernel (default: every registered kernel)")
+    ap.add_argument("--kernel", default=None, help="kernels, comma-separated (default: every registered kernel)")
     ap.add_argument("--target", default="cpu")
     ap.add_argument("--tier", default="statistical", choices=TIERS)
     ap.add_argument("--seed", default="0", help="run seed (decimal or 0x-hex)")
@@ -506,7 +719,7 @@ def _main(argv=None) -> int:
     registry.load_all()
     seed = parse_seed("--seed", args.seed)
     if args.measure:
-        doc = measure([args.kernel] if args.kernel else None, args.target, seed=seed)
+        doc = measure(args.kernel.split(",") if args.kernel else None, args.target, seed=seed)
 
         def git(*a):
             p = subprocess.run(["git", *a], capture_output=True, text=True)
@@ -519,13 +732,13 @@ def _main(argv=None) -> int:
         return 0
     from conformance.cases.strategies import suite_target
 
-    for k in ([registry.get_kernel(args.kernel)] if args.kernel else registry.all_kernels()):
+    for k in ([registry.get_kernel(n) for n in args.kernel.split(",")] if args.kernel else registry.all_kernels()):
         t = suite_target(k, parse_target(args.target), args.tier)
         p = build_plan(k, t, args.tier, seed=seed)
         print(f"{k.name} {args.tier} on {t}: {p.mode}, {len(p.classes)} classes, {len(p.rows)} rows, "
               f"~{p.estimate_s} CPU s; tiles: {p.tiles.source}" + (f"; {p.refusal}" if p.refusal else ""))
         for r in p.rows:
-            print(f"  {r.index:3d} {r.role:7s} {r.label:48s} {r.case.id}")
+            print(f"  {r.index:3d} {r.role:7s} {r.label:48s} {str(r.path):16s} {r.case.id}")
     return 0
 
 

@@ -1,4 +1,5 @@
-"""`coverage`: sweep the config space through every kernel's gate on a target (no hardware needed)."""
+"""`coverage`: sweep the config space through every kernel's gate on a target (no hardware needed), and count the CI
+plan's cases per kernel path and checkpoint format there (`--seed`: the plan's run seed)."""
 from __future__ import annotations
 
 import json
@@ -8,7 +9,8 @@ from conformance.cli import _args
 from references.errors import InvalidInput
 
 NAME = "coverage"
-HELP = "which kernel serves which config on a target (gates only), with the gaps no kernel serves"
+HELP = ("which kernel serves which config on a target (gates only), with the gaps no kernel serves, and the CI "
+        "plan's cases per kernel path and checkpoint format")
 FORMATS = ("table", "json", "html")
 
 
@@ -20,6 +22,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--n", type=int, default=4096, help="layer N for w4a16 gates (default: %(default)s)")
     parser.add_argument("--k", type=int, default=4096, help="layer K for w4a16 gates (default: %(default)s)")
     parser.add_argument("--hidden", type=int, default=7168, help="hidden size for fp8 gates (default: %(default)s)")
+    parser.add_argument("--seed", default=None, metavar="N",
+                        help="run seed of the CI plan whose cases per kernel path and format are counted, decimal or "
+                             "0x-hex (default: $CONFORMANCE_SEED, else the commit's, as a ci run)")
 
 
 def check_sizes(n: int, k: int, hidden: int) -> None:
@@ -47,7 +52,10 @@ def run(args) -> int:
         files.writable_file("--out", args.out)
     target = _args.parse_target(args.target, allow_unknown=True)  # future chips are the point of coverage
     kernels = _args.resolve_kernels(args.kernels)
-    report = coverage.sweep(target, kernels, N=args.n, K=args.k, hidden=args.hidden)
+    from conformance.cases.seeds import parse_seed, resolve_run_seed
+
+    seed = parse_seed("--seed", args.seed) if args.seed is not None else resolve_run_seed(None, "ci")[0]
+    report = coverage.sweep(target, kernels, N=args.n, K=args.k, hidden=args.hidden, seed=seed)
     if args.format == "json":
         text = json.dumps(report, indent=1) + "\n"
     elif args.format == "html":

@@ -20,6 +20,7 @@ Pure: nothing here imports torch or triton.
 """
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,16 +122,24 @@ def program_name(fn) -> str:
     return f"{raw.__module__}.{raw.__qualname__}"
 
 
+@functools.lru_cache(maxsize=256)
+def _params(raw) -> tuple:
+    """((name, is constexpr), ...) of a Python function: inspect.signature is most of a launch description's cost
+    (the plan asks each W4A16 kernel for the path of hundreds of (config, M) pairs), and a function's signature
+    never changes."""
+    sig = inspect.signature(raw)
+    return tuple((n, p.annotation is not inspect.Parameter.empty and "constexpr" in str(p.annotation))
+                 for n, p in sig.parameters.items())
+
+
 def constexpr_params(fn) -> tuple:
     """The parameter names a @triton.jit function declares `tl.constexpr` (annotation objects or, under
     `from __future__ import annotations`, their text), as Triton's own KernelParam reads them."""
-    sig = inspect.signature(raw_function(fn))
-    return tuple(n for n, p in sig.parameters.items()
-                 if p.annotation is not inspect.Parameter.empty and "constexpr" in str(p.annotation))
+    return tuple(n for n, c in _params(raw_function(fn)) if c)
 
 
 def param_names(fn) -> tuple:
-    return tuple(inspect.signature(raw_function(fn)).parameters)
+    return tuple(n for n, _ in _params(raw_function(fn)))
 
 
 def int_type(v: int) -> str:

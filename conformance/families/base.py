@@ -110,6 +110,18 @@ class Family:
       contract_spec_fields: ((spec key, case attr), ...) for every spec key but seed: a contract failure's
         check id writes its spec as case fields (conformance.cases.check_ids); () = no check ids.
       cli_fields: `select` argument dests only this family reads; config_from_args(args) -> config (family).
+    Kernel paths in the CI plan (conformance/cases/plan.py; the other plan hooks: docs/ci-plan.md section 6)
+      plan_path_cross: plan axes crossed in full with the path a case takes (`Kernel.launch(...).path`);
+        plan_path_pairs: plan axes each path meets pairwise. Both () by default: every path entered once.
+      plan_rows_field: the case field holding the row count `Kernel.launch` takes ("M", "tokens").
+      plan_path_shapes(kernel, target, tier, members, tiles) -> [fields]: the smallest shapes of a plan class
+        the gate accepts (row count 1: the plan probes it), smallest first; [] (default): none.
+      plan_size(fields) -> int: a shape's size without its rows (the plan enters a path at the least rows x
+        size); plan_row_limit(kernel, tier, fields, regime) -> str | None: why a path row at these fields cannot
+        run under a data regime (the exact tier's K limits); None by default.
+      plan_path_fit(fields) -> bool: whether a row of these fields can show how its path reads what the cell's
+        format stores (W4A16: stored zero points need two groups and two zeros words); a cell that some fitting
+        shape enters is covered only by fitting rows. True by default.
     """
 
     name: str = ""
@@ -120,6 +132,23 @@ class Family:
     # regex whose group 1 is the value as written after `key=`, or a dict {old token: value as written}.
     legacy_id_fields: tuple = ()
     regimes: tuple = ()  # data regimes a case of this family may name
+
+    # ---- kernel paths in the CI plan: defaults (a family without path shapes: paths only where class rows enter)
+    plan_path_cross: tuple = ()
+    plan_path_pairs: tuple = ()
+    plan_rows_field: str = "M"
+
+    def plan_path_shapes(self, kernel, target, tier: str, members: list, tiles) -> list:
+        return []
+
+    def plan_size(self, fields: dict) -> int:
+        return 1
+
+    def plan_row_limit(self, kernel, tier: str, fields: dict, regime: str) -> str | None:
+        return None
+
+    def plan_path_fit(self, fields: dict) -> bool:
+        return True
 
     def validate_case(self, case) -> None:
         """Raise references.errors.InvalidInput when `case`'s fields do not fit together (Case has already

@@ -411,6 +411,24 @@ class Fp8GroupQuantFamily(Family):
                         "fp8_dtype": cls.fp8_dtype, "ue8m0": cls.ue8m0, "column_major_scales": cls.column_major_scales}
         return None
 
+    plan_rows_field = "tokens"
+
+    def plan_path_shapes(self, kernel, target, tier: str, members: list, tiles) -> list:
+        """Case fields (tokens = 1: the plan probes them) of one group and of 9 groups (past the 8 groups one
+        program takes), where the gate accepts them, smallest first."""
+        cls = members[0]
+        out = []
+        for n in (1, 9):
+            config = self.config(cls, hidden=cls.group_size * n)
+            if kernel.can_implement(config, target) is None:
+                out.append({"tokens": 1, "hidden": config.hidden, "group_size": cls.group_size, "dtype": cls.dtype,
+                            "fp8_dtype": cls.fp8_dtype, "ue8m0": cls.ue8m0,
+                            "column_major_scales": cls.column_major_scales})
+        return out
+
+    def plan_size(self, fields: dict) -> int:
+        return fields["hidden"]
+
     def plan_large_menus(self, mode: str) -> dict:
         return {"M": (1, 3)} if mode != "interpreter" else {"M": (1, 2)}
 

@@ -455,6 +455,71 @@ class W4A16Family(Family):
                             "act_order": cls.act_order, "dtype": cls.dtype, "format": cls.format}
         return None
 
+    # Kernel paths (plan.py, "paths"): every path a kernel takes meets every checkpoint format and weight type (each
+    # path prepares and reads the operands its own way: planar weights and act-dtype zeros, or packed b_q and
+    # qzeros), and every act dtype, group regime and act-order value at least once.
+    plan_path_cross = ("format", "weight_type")
+    plan_path_pairs = ("dtype", "group", "act_order")
+    PLAN_PATH_N = (8, 16, 64, 128)  # the smallest N first; 64 and 128 for gates that want whole tiles
+
+    def plan_path_shapes(self, kernel, target, tier: str, members: list, tiles) -> list:
+        """Case fields (M = 1: the plan probes the rows) of the smallest shapes of a plan class the gate accepts,
+        smallest first: per config class (smallest group first) the least K of its regime (8 channelwise, 16 one
+        group, two groups) and one K past the kernel's K tile (a second K tile: where split-K paths start; three
+        groups of a group at least the K tile: an odd tile count, which a split of 2 does not divide), each
+        at the least N the gate accepts (N >= 16 with several groups, as in plan_case). Within the exact tier's
+        K limit for the tier's widest data regime (plan_row_limit checks the row's own)."""
+        bk = tiles.block_k or self.PLAN_K_TILE_GENERIC
+        out = []
+        for cls in sorted(members, key=lambda c: c.group_size if isinstance(c.group_size, int) else 0):
+            g = cls.group_size
+            gks = ([(-1, 8), (-1, bk + 8)] if g == -1 else [(16, 16), (bk + 8, bk + 8)] if g == "K"
+                   else [(g, 2 * g), (g, g * (bk // g + 1))] if g < bk else [(g, 2 * g), (g, 3 * g)])
+            cap = None
+            if tier == "exact":
+                cap = min(max(exact_tier_max_k(cls.weight_type, regime=r) for r in self.tier_regimes(tier)),
+                          kernel.numerics(None).exact_tier_max_k or 1 << 30)
+            for gs, K in dict.fromkeys(gks):
+                if cap is not None and K > cap:
+                    continue
+                for N in self.PLAN_PATH_N:
+                    if N == 8 and gs > 0 and K // gs > 1:
+                        continue  # [N/8, G] and [G, N/8] zeros are one layout at N = 8
+                    try:
+                        config = W4A16Config(weight_type=cls.weight_type, group_size=gs, act_order=cls.act_order,
+                                             dtype=cls.dtype, format=cls.format, N=N, K=K).check_layer()
+                    except InvalidInput:
+                        break
+                    if kernel.can_implement(config, target) is None:
+                        out.append({"M": 1, "N": N, "K": K, "group_size": gs, "weight_type": cls.weight_type,
+                                    "act_order": cls.act_order, "dtype": cls.dtype, "format": cls.format})
+                        break
+        return sorted(out, key=lambda f: (self.plan_size(f), f["K"]))
+
+    def plan_size(self, fields: dict) -> int:
+        return fields["N"] * fields["K"]
+
+    def plan_path_fit(self, fields: dict) -> bool:
+        """A weight type with stored zero points shows how a path reads them (the format's zeros layout, AWQ's
+        nibble order, v1's +1) only with two groups and two zeros words (N >= 16): with one group every zero point
+        is a trap value, the same across each packed word (references.generators.zero_point_traps)."""
+        if SCALAR_TYPES[fields["weight_type"]].has_bias():
+            return True
+        g = fields["group_size"]
+        return g != -1 and fields["K"] // g >= 2 and fields["N"] >= 16
+
+    def plan_row_limit(self, kernel, tier: str, fields: dict, regime: str) -> str | None:
+        """The exact tier's K limits for the row's data regime and M (None: the row can run under it)."""
+        if tier != "exact":
+            return None
+        K, wt = fields["K"], fields["weight_type"]
+        cap = min(exact_tier_max_k(wt, regime=regime), kernel.numerics(None).exact_tier_max_k or K)
+        if K > cap:
+            return f"K={K} is past the exact tier's limit {cap} for {wt} under {regime}"
+        config = W4A16Config(weight_type=wt, group_size=fields["group_size"], act_order=fields["act_order"],
+                             dtype=fields["dtype"], format=fields["format"], N=fields["N"], K=K)
+        return exact_limit_reason(kernel.numerics(config, fields["M"]), wt, K, fields["M"], regime)
+
     def plan_large_menus(self, mode: str) -> dict:
         """M and N of the large-K rows: small, so K 4096-8192 stays cheap (K 1024-1408 in the interpreter)."""
         return {"M": (1, 3), "N": (24, 8, 64)} if mode != "interpreter" else {"M": (1, 2), "N": (16, 8)}

@@ -30,13 +30,15 @@ def _resolve(kernels):
                   key=lambda k: (-k.priority, k.name))
 
 
-def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7168) -> dict:
+def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7168, seed: int | None = None,
+          profile=None) -> dict:
     """Run every config of every family the kernels belong to through their gates on `target`.
 
     `target` is a Target or a name ('gfx1100'); `kernels` is None (all registered), names or Kernel
     objects. Returns {"target", "kernels", "configs": [{"config", "accepted_by", "selected", "refused"}],
     "classes", "gaps", "gaps_closed_by", "excluded", "wall_time_s"}; `configs` follows the JSON schema
-    of docs (group_size -1 = channelwise), the rest summarises it by config class.
+    of docs (group_size -1 = channelwise), the rest summarises it by config class. With a run `seed`, also
+    "paths" (plan_paths: the CI plan's cases per kernel path and format on `target`) and "paths_seed".
     """
     t0 = time.perf_counter()
     if isinstance(target, str):
@@ -61,8 +63,77 @@ def sweep(target, kernels=None, *, N: int = 4096, K: int = 4096, hidden: int = 7
     report = {"target": str(target), "kernels": [k.name for k in ks], "families": families, "configs": rows}
     report.update(summarize(rows, ks, configs))
     report["excluded"] = excluded
+    if seed is not None:
+        report["paths"] = plan_paths(target, ks, seed=seed, profile=profile)
+        report["paths_seed"] = seed
     report["wall_time_s"] = round(time.perf_counter() - t0, 4)
     return report
+
+
+def plan_paths(target, kernels, *, seed: int, profile=None) -> list[dict]:
+    """Per kernel whose CI plan on `target` (both tiers, run seed `seed`) has path cells (it declares
+    `Kernel.launch`): {"kernel", "target", "axes": ("path", *the family's plan_path_cross), "cells": [{each axis:
+    value, "cases": the plan's cases in the cell, "served": whether the gate serves it}], "missing": the served
+    cells without a case (the plan's own test fails on any)}. Cells with cases are listed even where the probe
+    found none served (a row's own shape may enter a path no probe shape does)."""
+    from conformance.cases.ids import TIERS
+    from conformance.cases.plan import build_plan
+
+    t = parse_target(target) if isinstance(target, str) else target
+    out = []
+    for k in _resolve(kernels):
+        fam = get_family(k.family)
+        cases: Counter = Counter()
+        served: set = set()
+        axes = ("path", *fam.plan_path_cross)
+        for tier in TIERS:
+            p = build_plan(k, t, tier, seed=seed, profile=profile)
+            served |= set(p.path_cells)
+            for r in p.rows:
+                if r.path is not None:
+                    cases[(r.path, *(r.plan_class[fam.plan_axes.index(a)] for a in fam.plan_path_cross))] += 1
+        if not served and not cases:
+            continue
+        cells = [{**dict(zip(axes, c)), "cases": cases[c], "served": c in served} for c in sorted(served | set(cases))]
+        out.append({"kernel": k.name, "family": k.family, "target": str(t), "axes": list(axes), "cells": cells,
+                    "missing": [dict(zip(axes, c)) for c in sorted(served) if not cases[c]]})
+    return out
+
+
+def render_paths(paths: list[dict], seed: int) -> list[str]:
+    """The table view of plan_paths: per kernel, rows (path, the cross axes after the first) x columns (the first
+    cross axis' values), each cell the count of cases; '-' where the gate serves no such cell, '!!' after a served
+    cell without a case."""
+    if not paths:
+        return []
+    lines = ["", f"CI plan paths (run seed {seed:#x}, both tiers): cases per kernel path x checkpoint format; "
+             "'-' not served, '0 !!' served without a case"]
+    for entry in paths:
+        axes, cells = entry["axes"], entry["cells"]
+        by = {tuple(c[a] for a in axes): c for c in cells}
+        order = {v: i for i, v in enumerate(dict(get_family(entry["family"]).axes).get(axes[1], ()))} \
+            if len(axes) > 1 else {}
+        cols = sorted({c[axes[1]] for c in cells}, key=lambda v: (order.get(v, len(order)), str(v))) \
+            if len(axes) > 1 else [None]
+        rows = sorted({tuple(c[a] for a in axes if a != (axes[1] if len(axes) > 1 else None)) for c in cells},
+                      key=lambda r: tuple(map(str, r)))
+        head = [" ".join(a.upper() for a in axes if a != (axes[1] if len(axes) > 1 else None))]
+        labels = [" ".join(map(str, r)) for r in rows]
+        w = max(len(x) for x in labels + head) + 2
+        widths = [max(len(str(col)), 6) + 2 for col in cols]
+        lines += ["", f"  {entry['kernel']} on {entry['target']}" + (
+            f": {len(entry['missing'])} served cells WITHOUT a case" if entry["missing"] else ""),
+            "  " + f"{head[0]:<{w}}" + "".join(f"{'cases' if col is None else col:>{cw}}" for col, cw in
+                                                  zip(cols, widths))]
+        for r, label in zip(rows, labels):
+            cells_txt = []
+            for col, cw in zip(cols, widths):
+                key = r if col is None else (r[0], col, *r[1:])
+                c = by.get(key)
+                txt = "-" if c is None else f"{c['cases']}" + (" !!" if c["served"] and not c["cases"] else "")
+                cells_txt.append(f"{txt:>{cw}}")
+            lines.append("  " + f"{label:<{w}}" + "".join(cells_txt))
+    return lines
 
 
 def summarize(rows, kernels, configs) -> dict:
@@ -152,6 +223,8 @@ def render_table(report: dict) -> str:
         for k, labels in report["gaps_closed_by"].items():
             lines.append(f"  {k}: {', '.join(labels)}")
     lines += ["", "Left out of the space on purpose:"] + [f"  {e['what']}: {e['why']}" for e in report["excluded"]]
+    if "paths" in report:
+        lines += render_paths(report["paths"], report["paths_seed"])
     return "\n".join(lines) + "\n"
 
 
@@ -217,6 +290,12 @@ code{background:#f4f4f4}
 {% if r.gaps_closed_by %}<h2>Gaps closed by</h2><ul>
 {% for k, labels in r.gaps_closed_by.items() %}<li><code>{{ k }}</code> alone serves some configs of:
 {{ labels|join(", ") }}</li>{% endfor %}</ul>{% endif %}
+{% if r.paths is defined and r.paths %}<h2>CI plan paths (run seed {{ "%#x"|format(r.paths_seed) }}, both tiers)</h2>
+<p>Cases per kernel path and checkpoint format; '-': the gate serves no such cell; red: served without a case.</p>
+{% for e in r.paths %}<h3>{{ e.kernel }} on {{ e.target }}</h3><table>
+<tr>{% for a in e.axes %}<th>{{ a }}</th>{% endfor %}<th>cases</th></tr>
+{% for c in e.cells %}<tr class="{{ 'gap' if c.served and not c.cases else '' }}">{% for a in e.axes %}
+<td class="label">{{ c[a] }}</td>{% endfor %}<td>{{ c.cases }}</td></tr>{% endfor %}</table>{% endfor %}{% endif %}
 <h2>Left out on purpose</h2><ul>{% for e in r.excluded %}<li>{{ e.what }}: {{ e.why }}</li>{% endfor %}</ul>
 <details><summary>All {{ r.configs|length }} configs</summary><table>
 <tr><th>config</th><th>selected</th><th>accepted by</th><th>refused</th></tr>

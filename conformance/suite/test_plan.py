@@ -1,4 +1,5 @@
-"""The CI plan (conformance.cases.plan): one test per plan row of every registered kernel and tier, ids
+"""The CI plan (conformance.cases.plan): one test per plan row of every registered kernel and tier (class, large-K
+and path rows: every path the kernel takes meets every checkpoint format and weight type), ids
 `<kernel>-<tier>-<row index>`; failed cases an earlier run remembered run first (`<kernel>-<tier>-replayN`).
 
 Each row is run by the harness and must pass; a failure prints its verdict line (case id and replay command). A

@@ -45,9 +45,16 @@ def broken():
     broken_registry.unload()
 
 
+def _only(name: str):
+    """The row filter of a broken kernel whose bug one path (format, dtype) runs (the rows it cannot reach cannot
+    fail: see test_path_mutants_break_only_their_path), else None."""
+    b = _REGISTRY[name]
+    return b.reaches if b.confined else None
+
+
 def _hunt(name: str):
     if name not in _HUNTS:
-        _HUNTS[name] = hunt(name, SEED)
+        _HUNTS[name] = hunt(name, SEED, only=_only(name))
     return _HUNTS[name]
 
 
@@ -117,6 +124,7 @@ def test_ci_plan_kills(broken, name, repro):
     v = h.kill
     assert v.outcome == "fail" and v.replay.startswith(f"python -m conformance --plugin {b.module} repro "), v.line()
     assert parse_case_id(v.case_id).kernel == name
+    assert b.breaks(h.kill_path), (name, h.kill_path)  # a path mutant dies on its own path
     # the printed line (the determinism re-run off: the hunt judged the kill without it)
     assert repro(v.replay + " --no-determinism") == 1, v.line()
     base_id = parse_case_id(v.case_id).with_kernel(b.base).id
@@ -132,12 +140,47 @@ def test_median_first_failing_row(broken):
     need = len(NUMERIC) // 2 + 1
     early = {}
     for n in sorted(NUMERIC, key=lambda n: n not in _HUNTS):  # the hunts already run first: they cost nothing
-        early[n] = (_HUNTS.get(n) or hunt(n, SEED, max_rows=MAX_MEDIAN_POSITION)).position
+        early[n] = (_HUNTS.get(n) or hunt(n, SEED, max_rows=MAX_MEDIAN_POSITION, only=_only(n))).position
         within = sorted(k for k, p in early.items() if p is not None and p <= MAX_MEDIAN_POSITION)
         if len(within) >= need:
             return
     raise AssertionError(f"only {len(within)} of {len(NUMERIC)} numeric broken kernels fail within the first "
                          f"{MAX_MEDIAN_POSITION} plan rows at seed {SEED} (the median needs {need}): {early}")
+
+
+PATH_MUTANTS = sorted(n for n, b in _REGISTRY.items() if b.confined)
+
+
+@pytest.mark.parametrize("name", PATH_MUTANTS)
+def test_path_mutants_break_only_their_path(broken, name):
+    """A broken kernel of tests/unit/broken_paths.py breaks its one path for its format (dtype) and nothing else:
+    on its `sample` layer the case at the least M of each path its base kernel takes here fails on the broken path
+    and passes on every other, and on the broken path the sample in every other format (act dtype) passes. So a
+    plan row it does not reach cannot kill it, and the hunt that leaves those rows out finds the full hunt's row."""
+    from conformance.cases.ids import Case
+    from conformance.cases.plan import PlanRow, path_entries
+    from conformance.checks.harness import run_case
+    from references.checkpoint import CHECKPOINT_FORMATS
+
+    b = broken[name]
+    k, t = registry.get_kernel(name), detect_target()
+
+    def verdict(fields, path):
+        case = Case(family="w4a16", kernel=name, tier="exact", regime="exact", seed=5, **fields)
+        v = run_case(case, k, t, check_determinism=False, record=False)
+        assert v.outcome == ("fail" if b.reaches(PlanRow(0, case, (), "", "path", {}, path)) else "pass"), v.line()
+
+    config = Case(family="w4a16", kernel=name, tier="exact", regime="exact", seed=5, **b.cls.sample, M=1).config()
+    entries = path_entries(registry.get_kernel(b.base), t, config)
+    assert any(b.breaks(p) for p, _ in entries) and not all(b.breaks(p) for p, _ in entries), entries
+    for path, m in entries:
+        verdict(dict(b.cls.sample, M=m), path)
+    path, m = next((p, m) for p, m in entries if b.breaks(p))
+    others = [dict(format=f) for f in CHECKPOINT_FORMATS if b.formats and f not in b.formats]
+    others += [dict(dtype=d) for d in ("float16", "bfloat16") if b.dtypes and d not in b.dtypes]
+    assert others, name
+    for change in others:
+        verdict(dict(b.cls.sample, M=m, **change), path)
 
 
 def test_repro_in_a_fresh_process_with_the_plugin_env(broken):

@@ -35,6 +35,8 @@ BUGS = {
     "no_block_k_clamp": "BLOCK_K is not clamped to the group size: a K tile straddling groups uses its first group",
     "drop_split_remainder": "split-K takes the table's split count as is: K tiles past splits * (tiles // splits) "
                             "are never summed",
+    "gemv_scales_as_fp16": "the GEMV row (the dot-free program) reads bf16 scales as fp16: the same 16 bits, another "
+                           "number",
 }
 
 
@@ -337,6 +339,8 @@ def launch_mutant(x: torch.Tensor, b_q: torch.Tensor, scales: torch.Tensor, qzer
                         GROUP_ROUND_UP=on["group_round_up"])
     tw._LAST_LAUNCH.clear()
     tw._LAST_LAUNCH.update(cfg=cfg, M=M, N=N, K=K, device_kind=kind, even_k=even_k, even_n=even_n, mutant=True)
+    if on["gemv_scales_as_fp16"] and not cfg.use_dot and not cfg.dequant_mm and scales.dtype == torch.bfloat16:
+        scales = scales.view(torch.float16)  # BUG: the GEMV program's scale pointer typed fp16 (after the checks)
     if cfg.dequant_mm:
         w = torch.empty((K, N), dtype=x.dtype, device=x.device)
         # BUG drop_k_tail: the dequant grid covers K // BLOCK_K tiles (the partial tile's rows stay unwritten)

@@ -21,16 +21,21 @@ from conformance.core import registry
 
 # the plugin modules, by kind (each registers its broken kernels on import)
 MODULES = ("tests.unit.broken_kernels", "tests.unit.broken_layouts", "tests.unit.broken_actorder",
-           "tests.unit.broken_tiling", "tests.unit.broken_fp8", "tests.unit.broken_contract_kernels",
-           "tests.unit.broken_contracts")
+           "tests.unit.broken_tiling", "tests.unit.broken_paths", "tests.unit.broken_fp8",
+           "tests.unit.broken_contract_kernels", "tests.unit.broken_contracts")
 OPTIONAL_MODULES = ("tests.unit.broken_accumulation",)  # included when the file exists
 CI_PLAN = "ci_plan"
+
+
+EVERY_PATH = "every"  # a bug that every path of the kernel reads (the load step, a shared helper)
 
 
 @dataclass(frozen=True)
 class Broken:
     """One broken kernel: its registered `name`, class, plugin `module`, the shipped `base` kernel it is a copy of,
-    its one `bug`, and `kill`: "ci_plan" (numeric) or the contract check that must fail it."""
+    its one `bug`, `kill`: "ci_plan" (numeric) or the contract check that must fail it, and `path`: the one path
+    of the base kernel's launch the bug breaks (its class's `path`; "gemv" covers "gemv+splitk"), else "every";
+    `formats` / `dtypes`: the checkpoint formats / act dtypes it breaks there (its class's; None: every one)."""
 
     name: str
     cls: type
@@ -38,10 +43,30 @@ class Broken:
     base: str
     bug: str
     kill: str
+    path: str = EVERY_PATH
+    formats: tuple | None = None
+    dtypes: tuple | None = None
 
     @property
     def numeric(self) -> bool:
         return self.kill == CI_PLAN
+
+    def breaks(self, path: str | None) -> bool:
+        """Whether a case on `path` (a launch path of the base kernel) runs the bug: every path, or the broken one
+        and its "+" forms (the same program, then another step)."""
+        return self.path == EVERY_PATH or (path is not None and path.split("+")[0] == self.path)
+
+    @property
+    def confined(self) -> bool:
+        """Whether the bug is confined to one path, format or dtype (a hunt may leave out the rows it cannot
+        reach: tests/conformance/test_proof_of_power.py checks the confinement on the kernel itself)."""
+        return self.path != EVERY_PATH or self.formats is not None or self.dtypes is not None
+
+    def reaches(self, row) -> bool:
+        """Whether a plan row (conformance.cases.plan.PlanRow) runs the bug: its path, format and dtype."""
+        c = row.case
+        return self.breaks(row.path) and (self.formats is None or getattr(c, "format", None) in self.formats) and (
+            self.dtypes is None or c.dtype in self.dtypes)
 
 
 def modules() -> tuple[str, ...]:
@@ -93,7 +118,8 @@ def load() -> dict[str, Broken]:
         for cls in _kernel_classes(mod):
             name = cls.__dict__["name"]
             module, bug, kill = CONTRACT_BUGS.get(name, (m, _bug(cls), CI_PLAN))
-            out[name] = Broken(name, cls, module, _base(cls), bug, kill)
+            out[name] = Broken(name, cls, module, _base(cls), bug, kill, getattr(cls, "path", EVERY_PATH),
+                               getattr(cls, "formats", None), getattr(cls, "dtypes", None))
     return out
 
 

@@ -1,13 +1,16 @@
 """Where the CI plan kills a broken kernel: run its plan rows (conformance.cases.plan.ci_plan), both tiers, in plan
 order, stopping at the first `fail`.
 
-    hunt(kernel, seed, target=None, tiers=TIERS, profile=None, max_rows=None) -> Hunt
+    hunt(kernel, seed, target=None, tiers=TIERS, profile=None, max_rows=None, only=None) -> Hunt
 
 Rows are taken in plan order, both tiers side by side (row 1 of each tier, then row 2, ...), so `position` is the
-first 1-based row index at which either tier's plan fails: the row a CI run of that seed reports first. Only a
-`fail` (a wrong answer) kills; an `error` (the kernel raised) is recorded and stops the hunt too, since a crash is
-not the suite catching the bug. The determinism double run is off: a kill is the one bug's wrong answer. target
-None is this machine's (detect_target): the interpreter on CPU, the device on a GPU host.
+first 1-based row index at which either tier's plan fails: the row a CI run of that seed reports first. `only`
+(a predicate on a plan row) skips the rows a broken kernel's bug cannot reach, for one whose bug only one path
+(format, dtype) runs (tests/unit/broken_paths.py: the other rows run the shipped code, so they cannot fail; the
+position is the same). Only a `fail` (a wrong answer) kills; an `error` (the kernel raised) is recorded and stops
+the hunt too, since a crash is not the suite catching the bug. The determinism double run is off: a kill is the one
+bug's wrong answer. target None is this machine's (detect_target): the interpreter on CPU, the device on a GPU
+host.
 """
 from __future__ import annotations
 
@@ -34,33 +37,40 @@ class Hunt:
     error: Verdict | None = None
     position: int | None = None
     seconds: float = 0.0
+    kill_path: str | None = None  # the path the killing case takes (Kernel.launch), None: not declared
+    kill_role: str | None = None  # the killing row's plan role: class, large_k or path
+    skipped: int = 0  # rows of other paths left out (`only`)
 
     def to_dict(self) -> dict:
         return {"kernel": self.kernel, "seed": self.seed, "target": self.target, "plan_rows": self.plan_rows,
                 "killed": self.kill is not None, "position": self.position, "rows_run": len(self.verdicts),
+                "rows_skipped": self.skipped, "kill_path": self.kill_path, "kill_role": self.kill_role,
                 "case_id": self.kill.case_id if self.kill else None,
                 "tier": self.kill.check if self.kill else None,
                 "detail": self.kill.detail[:300] if self.kill else None,
                 "error": self.error.line()[:500] if self.error else None, "seconds": round(self.seconds, 2)}
 
 
-def plans(kernel: str, seed: int, target=None, tiers=TIERS, profile=None) -> dict:
-    """{tier: the kernel's CI plan on `target` (default this machine's) at run seed `seed`}."""
-    from conformance.cases.plan import ci_plan
+def plans(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, rows: bool = False) -> dict:
+    """{tier: the kernel's CI plan on `target` (default this machine's) at run seed `seed`}: its cases, or with
+    `rows` its PlanRows (each with the path its case takes)."""
+    from conformance.cases.plan import build_plan
     from conformance.core import registry
 
     k = registry.get_kernel(kernel)
     t = detect_target() if target is None else target
-    return {tier: ci_plan(k, t, tier, seed=seed, profile=profile) for tier in tiers}
+    out = {tier: build_plan(k, t, tier, seed=seed, profile=profile).rows for tier in tiers}
+    return out if rows else {tier: [r.case for r in rs] for tier, rs in out.items()}
 
 
-def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_rows: int | None = None) -> Hunt:
+def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_rows: int | None = None,
+         only=None) -> Hunt:
     """Run `kernel`'s plan rows (both tiers side by side, in plan order) until the first fail or error, or (when
-    given) past row `max_rows` of each tier."""
+    given) past row `max_rows` of each tier; `only(row) -> bool` leaves out the rows it refuses."""
     from conformance.core import registry
 
     t = detect_target() if target is None else target
-    by_tier = plans(kernel, seed, t, tiers, profile)
+    by_tier = plans(kernel, seed, t, tiers, profile, rows=True)
     h = Hunt(kernel, seed, str(t), {tier: len(rows) for tier, rows in by_tier.items()})
     k = registry.get_kernel(kernel)
     t0 = time.perf_counter()
@@ -69,11 +79,15 @@ def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_row
         for tier in tiers:
             if i >= len(by_tier[tier]):
                 continue
-            v = run_case(by_tier[tier][i], k, t, check_determinism=False, record=False)
+            row = by_tier[tier][i]
+            if only is not None and not only(row):
+                h.skipped += 1
+                continue
+            v = run_case(row.case, k, t, check_determinism=False, record=False)
             h.verdicts.append(v)
             if v.outcome in ("fail", "error"):
                 if v.outcome == "fail":
-                    h.kill, h.position = v, i + 1
+                    h.kill, h.position, h.kill_path, h.kill_role = v, i + 1, row.path, row.role
                 else:
                     h.error = v
                 h.seconds = time.perf_counter() - t0

@@ -74,6 +74,7 @@ CLI_CASES = [
     (["coverage", "--n", "12"], 2, "--n=12"),
     (["coverage", "--n", "-8"], 2, "--n=-8"),
     (["coverage", "--format", "xml"], 2, "--format='xml'"),
+    (["coverage", "--seed", "0xzz"], 2, "--seed='0xzz'"),
     (["coverage", "--out", "/proc/coverage.json"], 2, "--out='/proc/coverage.json'"),
     (["coverage", "--out", "{tmp}"], 2, "--out='{tmp}'"),
     (["coverage", "--out", "{tmp}/a_file/sub.json"], 2, "--out='{tmp}/a_file/sub.json'"),

@@ -160,3 +160,38 @@ def test_fp8_dtype_follows_the_platform():
         r = coverage.sweep(target, [_FakeFp8()])
         assert {row["config"]["fp8_dtype"] for row in r["configs"]} == {fp8}, target
         assert any("fp8_dtype" in e["what"] and fp8 in e["why"] for e in r["excluded"]), r["excluded"]
+
+
+def test_plan_paths_count_cases_per_path_and_format(capsys):
+    """With a run seed, the sweep counts the CI plan's cases (both tiers) per kernel path x format x weight type on
+    the target: triton_w4a16 on cpu has every cell of its three paths served and with a case; the table prints
+    one row per (path, weight type) with a column per checkpoint format, and the JSON the same cells."""
+    r = sweep_json(capsys, "--target", "cpu", "--kernels", "triton_w4a16", "--seed", "0")
+    assert r["paths_seed"] == 0
+    (entry,) = r["paths"]
+    assert entry["kernel"] == "triton_w4a16" and entry["axes"] == ["path", "format", "weight_type"]
+    cells = {(c["path"], c["format"], c["weight_type"]): c for c in entry["cells"]}
+    assert {p for p, _, _ in cells} == {"planar", "planar+splitk", "dequant_mm"}
+    assert len(cells) == 3 * 4 * 2 and all(c["served"] and c["cases"] >= 1 for c in cells.values())
+    assert entry["missing"] == []
+    assert cli.main(["coverage", "--target", "cpu", "--kernels", "triton_w4a16", "--seed", "0"]) == 0
+    table = capsys.readouterr().out.split("CI plan paths (run seed 0x0")[1]
+    head = next(ln for ln in table.splitlines() if ln.strip().startswith("PATH"))
+    assert head.split()[2:] == ["gptq_v1", "gptq_v2", "awq", "compressed_tensors"]
+    row = next(ln for ln in table.splitlines() if ln.split()[:2] == ["dequant_mm", "uint4"])
+    assert row.split()[2:] == [str(cells[("dequant_mm", f, "uint4")]["cases"])
+                               for f in ("gptq_v1", "gptq_v2", "awq", "compressed_tensors")]
+
+
+def test_a_served_cell_without_a_case_stands_out():
+    """The table marks a served cell with no case '0 !!' and counts it in the kernel's line; '-' where the gate
+    serves no such cell."""
+    entry = {"kernel": "k", "family": "w4a16", "target": "cpu", "axes": ["path", "format", "weight_type"],
+             "cells": [{"path": "gemv", "format": "awq", "weight_type": "uint4", "cases": 0, "served": True},
+                       {"path": "gemv", "format": "gptq_v1", "weight_type": "uint4", "cases": 2, "served": True}],
+             "missing": [{"path": "gemv", "format": "awq", "weight_type": "uint4"}]}
+    lines = coverage.render_paths([entry], 5)
+    assert "k on cpu: 1 served cells WITHOUT a case" in "\n".join(lines)
+    row = next(ln for ln in lines if ln.split()[:2] == ["gemv", "uint4"])
+    assert row.split()[2:] == ["2", "0", "!!"]
+    assert coverage.render_paths([], 5) == []
