@@ -288,10 +288,6 @@ def forget(kernel: str | None = None) -> None:
     _poisoned.clear()
 
 
-def _gate_deadline():
-    return timeout.deadline(watchdog=False)
-
-
 # gates and availability: the time limit (SIGALRM only: they are pure Python, called thousands of times); a hung
 # gate is that kernel's refusal `gate raised CaseTimeout: timeout after N s` and a gate fault of the run
-registry.set_gate_guard(_gate_deadline, catch=(timeout.CaseTimeout,))
+registry.set_gate_guard(timeout.gate_deadline, catch=(timeout.CaseTimeout,))
