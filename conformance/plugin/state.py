@@ -189,7 +189,10 @@ def pytest_sessionstart(session):
 
 
 def pytest_collection_finish(session):
-    """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks)."""
+    """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks). None
+    under --collect-only: nothing is planned to run, so nothing can be missing."""
+    if session.config.option.collectonly:
+        return
     if not _is_worker(session.config) and not session.config.pluginmanager.hasplugin("dsession"):
         session.config._conformance.planned = {item.nodeid for item in session.items}
 
