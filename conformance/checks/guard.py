@@ -18,8 +18,9 @@ What the guard does, around the outermost guarded call of a kernel (nested ones 
 - turns os._exit / sys.exit inside the call into `ExitCalled`, that call's exception (conformance.core.exits);
 - on a device run, waits for the device before it returns (an asynchronous fault belongs to this call, not the next);
 - turns an exception that leaves the device unusable (CUDA's illegal memory access, device-side assert, ...: the error
-  stays with the process) into `StickyDeviceError`; whoever records the case then calls `retire(...)`, which hands the
-  process to the `on_retire` hooks (the pytest plugin: an xdist worker leaves its unreported records for the
+  stays with the process) into `StickyDeviceError`; whoever records the case then calls `retire(...)` (the pytest
+  plugin retires any still pending at the end of the test phase: `pending_sticky`), which hands the process to the
+  `on_retire` hooks (the pytest plugin: an xdist worker leaves its unreported records for the
   controller and exits, so xdist replaces it and reruns its unfinished cases on a healthy worker).
 
 Exceptions: everything a kernel raises comes out unchanged (the caller's error path records it), except the three
@@ -50,6 +51,7 @@ ExitCalled = exits.ExitCalled
 
 _depth: dict[str, int] = {}  # kernel name -> nesting depth of guarded() in this process
 _poisoned: dict = {}  # the case whose sticky device error made this process's device unusable (single process)
+_pending: dict = {}  # the call whose StickyDeviceError this guard raised and no one has retired yet (`pending_sticky`)
 _retire_hooks: dict = {}
 
 
@@ -239,7 +241,10 @@ def guarded(kernel, what: str, *, case_id: str | None = None, replay: str | None
         raise
     except Exception as e:
         if mode != "model" and is_sticky(e):
-            raise StickyDeviceError(e) from e
+            err = StickyDeviceError(e)
+            _pending.clear()
+            _pending.update(info, detail=str(err))
+            raise err from e
         raise
     finally:
         _depth.pop(name, None)
@@ -271,10 +276,18 @@ def on_retire(hook, key: str = "default") -> None:
         _retire_hooks[key] = hook
 
 
+def pending_sticky() -> dict | None:
+    """The call (kernel, case_id, check, replay, ..., detail) whose StickyDeviceError was raised in this process and
+    not yet handed to `retire`, or None. The pytest plugin retires it at the end of the test phase it happened in, so a
+    caller that records the error without retiring (or swallows it) cannot leave a poisoned worker judging on."""
+    return dict(_pending) or None
+
+
 def retire(record: dict) -> None:
     """After a sticky device error was recorded (`record`: that case's record): the process must not judge another
     device case. The hooks run (an xdist worker exits there); without one, every later non-model guarded call in
     this process fails at once as EarlierDeviceError naming this case."""
+    _pending.clear()
     _poisoned.clear()
     _poisoned.update({"case_id": record.get("case_id"), "detail": record.get("detail", ""),
                       "kernel": record.get("kernel")})
@@ -286,6 +299,7 @@ def forget(kernel: str | None = None) -> None:
     """Forget this process's hang memory and device poisoning (tests that fault on purpose)."""
     timeout.forget_hangs(kernel)
     _poisoned.clear()
+    _pending.clear()
 
 
 # gates and availability: the time limit (SIGALRM only: they are pure Python, called thousands of times); a hung
