@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from fault_kernels import IN_PROCESS
+from fault_kernels import CATALOGUE, GATE_ONLY, IN_PROCESS, PLAN, matrix_items
 
 from conformance.checks import guard
 
@@ -29,8 +29,6 @@ SEED = "0x1234"
 LIMIT_S = 1
 CORRECT = "torch_dequant_w4a16"
 CORRECT_ROWS = 3
-ROWS = {"fault_segv_apply": 2, "fault_sticky_apply": 2}  # a crash, then `earlier crash` (limit 1); default 1 row
-GATE_ONLY = {"fault_raise_gate", "fault_hang_gate"}  # judged by the gate line; their suite item skips
 BUDGET_S = {0: 90, 2: 120}  # generous on a loaded 2-core machine; a stalled run is minutes past these
 # the -n 2 run: what a process boundary changes (see the module doc), beside the correct kernel
 XDIST = ("fault_hang_apply", "fault_hang_gate", "fault_exit_apply", "fault_sysexit_load", "fault_raise_gate",
@@ -56,18 +54,8 @@ EXPECT = {
 
 
 def _items(kernels) -> list[str]:
-    plan = "conformance/suite/test_plan.py::test_plan"
-    items = [f"{plan}[{CORRECT}-exact-{i}]" for i in range(CORRECT_ROWS)]
-    for k in kernels:
-        if k in GATE_ONLY:
-            items.append(f"conformance/suite/test_w4a16_suite.py::test_w4a16_conformance[{k}-exact]")
-        else:
-            items += [f"{plan}[{k}-exact-{i}]" for i in range(ROWS.get(k, 1))]
-    items.append(f"conformance/suite/test_catalogue.py::test_symmetric_garbage_qzeros_ignored[{CORRECT}-gptq_v2]")
-    if "fault_hang_apply" in kernels:  # the catalogue's own run of a hanging kernel (issue 33's stalled run)
-        items.append("conformance/suite/test_catalogue.py::test_symmetric_garbage_qzeros_ignored[fault_hang_apply-"
-                     "gptq_v2]")
-    return items
+    return ([f"{PLAN}[{CORRECT}-exact-{i}]" for i in range(CORRECT_ROWS)]
+            + [f"{CATALOGUE}[{CORRECT}-gptq_v2]"] + matrix_items(kernels))
 
 
 def _run(tmp: Path, workers: int, kernels: list[str]) -> dict:
