@@ -16,7 +16,8 @@ What the guard does, around the outermost guarded call of a kernel (nested ones 
   breaker, conformance.plugin.crash);
 - applies the per-call time limit (conformance.checks.timeout, one limit per kernel per process);
 - turns os._exit / sys.exit inside the call into `ExitCalled`, that call's exception (conformance.core.exits);
-- on a device run, waits for the device before it returns (an asynchronous fault belongs to this call, not the next);
+- waits for the device before it returns, unless it was a model run (an asynchronous fault belongs to this call, not
+  the next kernel's);
 - turns an exception that leaves the device unusable (CUDA's illegal memory access, device-side assert, ...: the error
   stays with the process) into `StickyDeviceError`; whoever records the case then calls `retire(...)` (the pytest
   plugin retires any still pending at the end of the test phase: `pending_sticky`), which hands the process to the
@@ -195,11 +196,16 @@ def _device_answers() -> bool:
 
 
 def _sync(mode: str | None) -> None:
-    if mode == "device":
-        import torch
+    """Wait for the device after a call that may have launched work on it: every mode but a model run (plain torch
+    on the CPU), including calls that name none (a contract sample's load), so that an asynchronous fault (an
+    illegal address, a device-side assert) surfaces inside the call that caused it, never in a later kernel's."""
+    if mode == "model":
+        return
+    import sys
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _write_inflight(info: dict) -> str | None:
