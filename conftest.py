@@ -20,6 +20,7 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("CONFORMANCE
 LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py", "tests/unit/test_plugin_kernels.py",
               "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_validate.py",
               "tests/unit/test_bisect.py", "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
+              "tests/unit/test_fault_matrix.py",
               # the suite's longest tests on a GPU (tile rows at N = K = 2048, compile checks)
               "conformance/suite/test_tile_rows.py", "conformance/suite/test_contracts.py")
 

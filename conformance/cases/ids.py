@@ -272,7 +272,9 @@ def _legacy_shape(family) -> str:
 def _legacy_texts(family, body: str) -> dict:
     """key -> value text of an old positional id body (fields joined by '-')."""
     layout = family.legacy_id_fields + COMMON_LEGACY_ID_FIELDS
-    toks = body.split("-")
+    # '-' joins the fields, so a negative number (`s-1`, `M-3`) would read as one field too many: a '-' before a
+    # digit belongs to the value (no field's text starts with a digit), which the field's own rule then refuses
+    toks = re.split(r"-(?![0-9])", body)
     keys = [f.key for f in id_fields(family)]
     require(len(toks) == len(layout), "case id fields", body,
             f"key=value pairs joined by ',' (keys {keys}), or the old layout {_legacy_shape(family)} "
@@ -286,7 +288,7 @@ def _legacy_texts(family, body: str) -> dict:
             require(tok in pattern, f.key, tok, f"one of {list(pattern)}; {where}")
             out[f.key] = pattern[tok]
         else:
-            m = re.fullmatch(pattern, tok)
+            m = re.fullmatch(pattern.replace("[0-9]+", "-?[0-9]+"), tok)  # a signed number: the field's rule says
             require(m is not None, f.key, tok, where)
             out[f.key] = m.group(1)
     return out

@@ -16,10 +16,12 @@ What the guard does, around the outermost guarded call of a kernel (nested ones 
   breaker, conformance.plugin.crash);
 - applies the per-call time limit (conformance.checks.timeout, one limit per kernel per process);
 - turns os._exit / sys.exit inside the call into `ExitCalled`, that call's exception (conformance.core.exits);
-- on a device run, waits for the device before it returns (an asynchronous fault belongs to this call, not the next);
+- waits for the device before it returns, unless it was a model run (an asynchronous fault belongs to this call, not
+  the next kernel's);
 - turns an exception that leaves the device unusable (CUDA's illegal memory access, device-side assert, ...: the error
-  stays with the process) into `StickyDeviceError`; whoever records the case then calls `retire(...)`, which hands the
-  process to the `on_retire` hooks (the pytest plugin: an xdist worker leaves its unreported records for the
+  stays with the process) into `StickyDeviceError`; whoever records the case then calls `retire(...)` (the pytest
+  plugin retires any still pending at the end of the test phase: `pending_sticky`), which hands the process to the
+  `on_retire` hooks (the pytest plugin: an xdist worker leaves its unreported records for the
   controller and exits, so xdist replaces it and reruns its unfinished cases on a healthy worker).
 
 Exceptions: everything a kernel raises comes out unchanged (the caller's error path records it), except the three
@@ -50,6 +52,7 @@ ExitCalled = exits.ExitCalled
 
 _depth: dict[str, int] = {}  # kernel name -> nesting depth of guarded() in this process
 _poisoned: dict = {}  # the case whose sticky device error made this process's device unusable (single process)
+_pending: dict = {}  # the call whose StickyDeviceError this guard raised and no one has retired yet (`pending_sticky`)
 _retire_hooks: dict = {}
 
 
@@ -193,11 +196,16 @@ def _device_answers() -> bool:
 
 
 def _sync(mode: str | None) -> None:
-    if mode == "device":
-        import torch
+    """Wait for the device after a call that may have launched work on it: every mode but a model run (plain torch
+    on the CPU), including calls that name none (a contract sample's load), so that an asynchronous fault (an
+    illegal address, a device-side assert) surfaces inside the call that caused it, never in a later kernel's."""
+    if mode == "model":
+        return
+    import sys
 
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
 
 
 def _write_inflight(info: dict) -> str | None:
@@ -239,7 +247,10 @@ def guarded(kernel, what: str, *, case_id: str | None = None, replay: str | None
         raise
     except Exception as e:
         if mode != "model" and is_sticky(e):
-            raise StickyDeviceError(e) from e
+            err = StickyDeviceError(e)
+            _pending.clear()
+            _pending.update(info, detail=str(err))
+            raise err from e
         raise
     finally:
         _depth.pop(name, None)
@@ -271,10 +282,18 @@ def on_retire(hook, key: str = "default") -> None:
         _retire_hooks[key] = hook
 
 
+def pending_sticky() -> dict | None:
+    """The call (kernel, case_id, check, replay, ..., detail) whose StickyDeviceError was raised in this process and
+    not yet handed to `retire`, or None. The pytest plugin retires it at the end of the test phase it happened in, so a
+    caller that records the error without retiring (or swallows it) cannot leave a poisoned worker judging on."""
+    return dict(_pending) or None
+
+
 def retire(record: dict) -> None:
     """After a sticky device error was recorded (`record`: that case's record): the process must not judge another
     device case. The hooks run (an xdist worker exits there); without one, every later non-model guarded call in
     this process fails at once as EarlierDeviceError naming this case."""
+    _pending.clear()
     _poisoned.clear()
     _poisoned.update({"case_id": record.get("case_id"), "detail": record.get("detail", ""),
                       "kernel": record.get("kernel")})
@@ -286,12 +305,9 @@ def forget(kernel: str | None = None) -> None:
     """Forget this process's hang memory and device poisoning (tests that fault on purpose)."""
     timeout.forget_hangs(kernel)
     _poisoned.clear()
-
-
-def _gate_deadline():
-    return timeout.deadline(watchdog=False)
+    _pending.clear()
 
 
 # gates and availability: the time limit (SIGALRM only: they are pure Python, called thousands of times); a hung
 # gate is that kernel's refusal `gate raised CaseTimeout: timeout after N s` and a gate fault of the run
-registry.set_gate_guard(_gate_deadline, catch=(timeout.CaseTimeout,))
+registry.set_gate_guard(timeout.gate_deadline, catch=(timeout.CaseTimeout,))

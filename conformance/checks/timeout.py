@@ -189,47 +189,81 @@ def deadline(seconds: float | None = None, *, key: str | None = None, watchdog: 
         raise
 
 
-@contextlib.contextmanager
-def _armed(s: float, watchdog: bool = True):
-    """SIGALRM (main thread) and the watchdog (unless `watchdog` is False) for `s` seconds around the body."""
-    _state["generation"] += 1
-    gen = _state["generation"]
-    armed = {"on": True}
-    use_signal = threading.current_thread() is threading.main_thread() and hasattr(signal, "setitimer")
+class _Armed:
+    """SIGALRM (main thread) and the watchdog (unless `watchdog` is False) for `s` seconds around the body. A plain
+    class, not a generator: every gate call arms one (~10^5 times in a collection)."""
 
-    def _fire(signum, frame):
-        if armed["on"]:
-            armed["on"] = False
-            raise CaseTimeout(s)
+    __slots__ = ("s", "watchdog", "on", "use_signal", "prev_handler", "prev_timer", "t0", "dog")
 
-    prev_handler = prev_timer = None
-    t0 = time.monotonic()
-    if use_signal:
-        prev_handler = signal.signal(signal.SIGALRM, _fire)
-        prev_timer = signal.setitimer(signal.ITIMER_REAL, s)
-    dog = threading.Timer(s + grace(), _watchdog, args=(gen, s)) if watchdog or not use_signal else None
-    _state["active"] = True
-    if dog is not None:
-        dog.daemon = True
-        dog.start()
+    def __init__(self, s: float, watchdog: bool = True):
+        self.s, self.watchdog = s, watchdog
 
-    def _disarm():
-        armed["on"] = False
-        if dog is not None:
-            dog.cancel()
-        _state["active"] = False
+    def _fire(self, signum, frame):
+        if self.on:
+            self.on = False
+            raise CaseTimeout(self.s)
+
+    def __enter__(self):
+        _state["generation"] += 1
+        self.on = True
+        self.use_signal = use_signal = _HAS_ITIMER and threading.get_ident() == threading.main_thread().ident
+        self.t0 = time.monotonic()
         if use_signal:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, prev_handler)
-            if prev_timer and prev_timer[0] > 0:  # someone else's alarm (pytest-timeout): give back what is left
-                left = max(prev_timer[0] - (time.monotonic() - t0), 1e-3)
-                signal.setitimer(signal.ITIMER_REAL, left, prev_timer[1])
+            self.prev_handler = _set_handler(signal.SIGALRM, self._fire)
+            self.prev_timer = signal.setitimer(signal.ITIMER_REAL, self.s)
+        self.dog = dog = threading.Timer(self.s + grace(), _watchdog, args=(_state["generation"], self.s)) \
+            if self.watchdog or not use_signal else None
+        _state["active"] = True
+        if dog is not None:
+            dog.daemon = True
+            dog.start()
+        return self
 
-    try:
-        yield
-    finally:
+    def _disarm(self):
+        self.on = False
+        if self.dog is not None:
+            self.dog.cancel()
+        _state["active"] = False
+        if self.use_signal:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            _set_handler(signal.SIGALRM, self.prev_handler)
+            prev = self.prev_timer
+            if prev and prev[0] > 0:  # someone else's alarm (pytest-timeout): give back what is left
+                left = max(prev[0] - (time.monotonic() - self.t0), 1e-3)
+                signal.setitimer(signal.ITIMER_REAL, left, prev[1])
+
+    def __exit__(self, typ, value, tb):
         try:
-            _disarm()
+            self._disarm()
         except CaseTimeout:  # fired between the body's end and the disarm: disarm, then report it
-            _disarm()
+            self._disarm()
             raise
+        return False
+
+
+_armed = _Armed
+_HAS_ITIMER = hasattr(signal, "setitimer")
+try:  # the C function under signal.signal: the wrapper's enum conversions cost ~8 us a call, most of a gate call
+    from _signal import signal as _set_handler
+except ImportError:  # another interpreter: the public one
+    _set_handler = signal.signal
+
+
+class gate_deadline:  # noqa: N801 - a context manager, used like deadline()
+    """`deadline(watchdog=False)` for gates and availability (pure Python, called ~10^5 times in a collection):
+    SIGALRM for the configured limit on the main thread; elsewhere deadline()'s watchdog; nothing when no limit is
+    set or a deadline is already running (the outermost one governs)."""
+
+    __slots__ = ("inner",)
+
+    def __enter__(self):
+        s = _state["limit"]
+        if not s or _state["active"]:
+            self.inner = None
+            return self
+        self.inner = inner = _Armed(s, watchdog=False)
+        inner.__enter__()
+        return self
+
+    def __exit__(self, typ, value, tb):
+        return self.inner.__exit__(typ, value, tb) if self.inner is not None else False

@@ -87,6 +87,12 @@ def gate_faults() -> dict[str, str]:
     return dict(_GATE_FAULTS)
 
 
+def gate_hung(name: str) -> str | None:
+    """The reason `name`'s gate or availability gives since it ran past the time limit in this process (it refuses
+    every config from then on), or None."""
+    return _GATE_FAULTS.get(name) if name in _GATE_HUNG else None
+
+
 def raised(method: str, e: BaseException) -> str:
     """The refusal/unavailability reason for a kernel method that raised: `gate raised ValueError: ...`."""
     what = "gate" if method == "can_implement" else method

@@ -358,7 +358,14 @@ class Fp8GroupQuantFamily(Family):
         return [dict(spec, column_major=True, ue8m0=True)]
 
     def config_from_args(self, args) -> Fp8QuantConfig:
+        """The config `select`'s flags describe; a bad value raises InvalidInput naming the field the user typed: a
+        group size that does not divide the default hidden is the group size's fault, not --hidden's."""
         kw = {k: v for k, v in (("fp8_dtype", args.fp8_dtype), ("hidden", args.hidden)) if v is not None}
+        if args.hidden is None:
+            hidden = Fp8QuantConfig.hidden
+            limits.require_dim("group_size", args.group_size)
+            require(hidden % args.group_size == 0, "group_size", args.group_size,
+                    f"a positive divisor of --hidden={hidden} (the default; give --hidden to set another)")
         return Fp8QuantConfig(args.group_size, args.dtype, ue8m0=bool(args.ue8m0),
                               column_major_scales=bool(args.column_major_scales), **kw)
 

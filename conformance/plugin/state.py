@@ -63,8 +63,31 @@ class _State:
         return self.attached + sum(self.produced_by.values()) + self.crash_records
 
 
+def _retire_pending_sticky() -> None:
+    """A sticky device error the guard raised in this test phase and no caller retired (one that recorded it as a
+    plain error, or swallowed it): record it if nothing did, then retire the process now, before this phase's report
+    (an xdist worker exits here, so the controller attaches its records to this test, not to the next one)."""
+    import sys
+
+    guard = sys.modules.get("conformance.checks.guard")  # not imported: no guarded call ran, nothing is pending
+    pending = guard.pending_sticky() if guard is not None else None
+    if pending is None:
+        return
+    from conformance.core import results
+
+    rec = next((r for r in reversed(results.records()) if r.get("case_id") == pending.get("case_id")
+                and r.get("kernel") == pending.get("kernel") and r.get("outcome") == "error"), None)
+    if rec is None:
+        rec = results.record(pending.get("kernel") or "?", pending.get("check") or pending.get("call") or "?",
+                             "error", run_mode=pending.get("run_mode"), case_id=pending.get("case_id"),
+                             detail=pending["detail"], replay=pending.get("replay") or "",
+                             family=pending.get("family"), target=pending.get("target"))
+    guard.retire(dict(rec))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    _retire_pending_sticky()
     outcome = yield
     rep = outcome.get_result()
     from conformance.checks import timeout
@@ -181,7 +204,10 @@ def pytest_sessionstart(session):
 
 
 def pytest_collection_finish(session):
-    """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks)."""
+    """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks). None
+    under --collect-only: nothing is planned to run, so nothing can be missing."""
+    if session.config.option.collectonly:
+        return
     if not _is_worker(session.config) and not session.config.pluginmanager.hasplugin("dsession"):
         # --collect-only plans no test run: nothing can be missing from it
         collect_only = session.config.option.collectonly

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from conformance.cases import strategies
 from conformance.checks.harness import run_case
+from conformance.core import registry
 
 
 def case_strategy(kernel, target, tier, profile, replay):
@@ -17,6 +18,9 @@ def case_strategy(kernel, target, tier, profile, replay):
         return st.just(replay)
     if not strategies.has_cases(kernel, target, tier, profile):
         pytest.skip(strategies.refusal_reason(kernel, target))
+    hung = registry.gate_hung(kernel.name)
+    if hung:  # the class table was built before the gate hung; every draw would now find no accepted shape
+        pytest.skip(f"{kernel.name} accepts no case on {target}: {hung} (the run fails on this gate fault)")
     return strategies.cases(kernel, target, tier=tier, profile=profile)
 
 

@@ -2,7 +2,7 @@
 (gate, load, apply, model, fake) in one way, beside correct code everywhere else.
 
 Not registered on import; `fault_plugin` registers the ones named by FAULT_KERNELS (comma-separated; default all).
-Every kernel serves a few small classes only (`_Tiny`), so plans stay tiny.
+Every kernel is torch_dequant_w4a16 with one method broken (`_Tiny`).
 """
 from __future__ import annotations
 
@@ -20,13 +20,9 @@ TorchDequant = type(registry.get_kernel("torch_dequant_w4a16"))
 
 
 class _Tiny(TorchDequant):
-    """Serves uint4b8, group 32 or 128, fp16, no act-order: the catalogue's garbage-qzeros case and a few plan rows."""
-
-    def can_implement(self, config, target):
-        if (config.weight_type, config.dtype, config.act_order) != ("uint4b8", "float16", False) \
-                or config.group_size not in (32, 128):
-            return "only uint4b8, group 32 or 128, float16, no act-order (fault matrix kernel)"
-        return None
+    """torch_dequant_w4a16's gate and load, its apply as the model too (what a fault kernel breaks). The gate is not
+    narrowed on purpose: a gate that refuses most classes makes every collection scan each refused class's whole K
+    range (~0.15 CPU-s per kernel and process), while the matrix picks its few plan rows by node id anyway."""
 
     def model(self, w, x):
         return self.apply(w, x)
@@ -162,7 +158,11 @@ class SlowApply(_Tiny):
 
 
 class RaiseGate(_Tiny):
+    """A gate-only kernel whose gate raises: no model (else every collection would scan each simulation target's
+    whole class space, ~1 CPU-s of raising gates per process)."""
+
     name = "fault_raise_gate"
+    has_model = False
 
     def can_implement(self, config, target):
         raise ValueError("plugin bug in the gate")
@@ -191,8 +191,73 @@ class StickyApply(_Tiny):
                 "CUDA error: an illegal memory access was encountered")
 
 
+_fired: set = set()  # the device fault kernels that already faulted in this process
+
+
+def _first_real_cuda_call(name: str, x) -> bool:
+    """True once per process for kernel `name`, on a plain CUDA tensor: not a fake or traced one (make_fx and
+    torch.compile call apply with those; a Triton launch cannot run on them)."""
+    if name in _fired or type(x) is not torch.Tensor or not x.is_cuda:
+        return False
+    _fired.add(name)
+    return True
+
+
+class IllegalAddressApply(_Tiny):
+    """GPU only: the first call in each process launches a Triton store 1 TiB past a 4-byte buffer (CUDA: "an
+    illegal memory access was encountered", an error the process keeps for good), then computes the right answer
+    as if nothing happened. Its worker must be retired and no other kernel's verdict may change
+    (benchmarks/faults_gpu.py)."""
+
+    name = "fault_gpu_illegal_address"
+
+    def apply(self, w, x):
+        if _first_real_cuda_call(self.name, x):
+            from fault_triton import stray_store
+
+            stray_store(x.device)
+        return super().apply(w, x)
+
+
+class DeviceAssertApply(_Tiny):
+    """GPU only: the first call in each process launches a Triton kernel whose `tl.device_assert` fails (compiled
+    with debug=True; CUDA: "device-side assert triggered", sticky like an illegal address)."""
+
+    name = "fault_gpu_device_assert"
+
+    def apply(self, w, x):
+        if _first_real_cuda_call(self.name, x):
+            from fault_triton import failing_assert
+
+            failing_assert(x.device)
+        return super().apply(w, x)
+
+
 IN_PROCESS = (HangApply, HangLoad, HangGate, ExitApply, SysExitLoad, RaiseApply, RaiseModel, NaNApply, ShapeApply,
               DtypeApply, DeviceApply, NoneApply, NonContiguousApply, SlowApply, RaiseGate)
 WORKER_KILLING = (SegfaultApply, StickyApply)  # end or retire their worker: -n >= 1 only
 ALL = IN_PROCESS + WORKER_KILLING
-BY_NAME = {c.name: c for c in ALL}
+DEVICE = (IllegalAddressApply, DeviceAssertApply)  # a CUDA device only (benchmarks/faults_gpu.py); not in ALL
+BY_NAME = {c.name: c for c in ALL + DEVICE}
+
+
+# ---- the suite items of a fault matrix run (tests/unit/test_fault_matrix.py; benchmarks/faults_gpu.py on a GPU) ----
+PLAN = "conformance/suite/test_plan.py::test_plan"
+CATALOGUE = "conformance/suite/test_catalogue.py::test_symmetric_garbage_qzeros_ignored"
+ROWS = {"fault_segv_apply": 2, "fault_sticky_apply": 2}  # a crash, then `earlier crash` (limit 1); default 1 row
+GATE_ONLY = {"fault_raise_gate", "fault_hang_gate"}  # judged by the gate line; their suite item skips
+
+
+def matrix_items(kernels) -> list[str]:
+    """The pytest node ids a fault matrix runs for the fault kernels `kernels`: the first exact-tier plan rows of each
+    (ROWS), the suite test of a gate-only one, and the catalogue's own run of the hanging kernel (issue 33's stalled
+    run was there)."""
+    items = []
+    for k in kernels:
+        if k in GATE_ONLY:
+            items.append(f"conformance/suite/test_w4a16_suite.py::test_w4a16_conformance[{k}-exact]")
+        else:
+            items += [f"{PLAN}[{k}-exact-{i}]" for i in range(ROWS.get(k, 1))]
+    if "fault_hang_apply" in kernels:
+        items.append(f"{CATALOGUE}[fault_hang_apply-gptq_v2]")
+    return items

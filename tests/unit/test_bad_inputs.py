@@ -166,6 +166,19 @@ def _named(opt: str, value: str) -> str:
 CLI_CASES += [(W4 + [opt, v], 2, _named(opt, v)) for opt, vals in BAD_LAYER.items() for v in vals]
 CLI_CASES += [(["coverage", opt, v], 2, _named(opt, v)) for opt, vals in BAD_LAYER.items()
               if opt not in ("--group-size", "--dtype") for v in vals]
+# the field the user typed is the one named: a group size against the default --hidden (never typed), and a
+# negative number in an old positional id (its '-' is also the field separator: not a wrong field count)
+FP8_NO_HIDDEN = ["select", "--family", "fp8_group_quant", "--dtype", "bfloat16", "--group-size"]
+LEGACY_ID = "w4a16/torch_dequant_w4a16/M3-N64-K256-g32-uint4-noao-fp16-gptq_v1-exact-exact-s1"
+LEGACY_FP8_ID = "fp8_group_quant/fp8_group_quant_triton/T5-H512-g128-bf16-e4m3fn-f32scale-rowmajor-exact-exact-s1"
+CLI_CASES += [(FP8_NO_HIDDEN + [g], 2, f"error: --group-size={g} is invalid; allowed: a positive divisor of "
+               "--hidden=7168 (the default") for g in ("100", "96", "7000")]
+CLI_CASES += [(FP8_NO_HIDDEN + ["128", "--hidden", "100"], 2, "error: --hidden=100 is invalid")]
+CLI_CASES += [(["repro", legacy.replace(old, new)], 2, f"error: {text} is invalid") for legacy, old, new, text in (
+    (LEGACY_ID, "-s1", "-s-1", "seed=-1"), (LEGACY_ID, "M3-", "M-3-", "M=-3"), (LEGACY_ID, "-g32-", "-g-32-",
+                                                                                 "group_size=-32"),
+    (LEGACY_ID, "-K256-", "-K-256-", "K=-256"), (LEGACY_FP8_ID, "-s1", "-s-7", "seed=-7"),
+    (LEGACY_FP8_ID, "T5-", "T-5-", "tokens=-5"))]
 CLI_CASES += [(["list", "--target", v], 2, "--target") for v in BAD_LAYER["--target"]]
 CLI_CASES += [(["repro", ID, "--target", v], 2, "--target") for v in BAD_LAYER["--target"]]
 

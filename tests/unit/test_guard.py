@@ -200,3 +200,36 @@ def test_nested_guard_times_the_kernel_inside_an_untimed_check():
     finally:
         timeout.configure(saved[0], propagate=saved[1])
         guard.forget(k.name)
+
+
+def test_a_sticky_error_no_caller_retired_is_retired_before_the_test_reports():
+    """A caller that records a sticky device error as a plain error (or swallows it) does not leave the process
+    judging on: the plugin's report hook records it if nothing did and retires the process, before the report."""
+    from conformance.plugin.state import _retire_pending_sticky
+
+    k = registry.get_kernel("torch_dequant_w4a16")
+    retired = []
+    guard.on_retire(retired.append, key="test")
+    try:
+        with results.isolated():
+            for recorded in (False, True):
+                retired.clear()
+                with pytest.raises(guard.StickyDeviceError):
+                    with guard.guarded(k, "catalogue", case_id=f"c{recorded}", replay="r", check="catalogue",
+                                       mode="device"):
+                        raise RuntimeError("CUDA error: device-side assert triggered")
+                if recorded:  # the caller's own record (the catalogue test's): no second one
+                    results.record(k.name, "catalogue", "error", case_id="cTrue", detail="StickyDeviceError: x")
+                assert guard.pending_sticky()["case_id"] == f"c{recorded}"
+                _retire_pending_sticky()
+                assert guard.pending_sticky() is None
+                assert [r["case_id"] for r in retired] == [f"c{recorded}"]
+                mine = [r for r in results.records() if r["case_id"] == f"c{recorded}"]
+                assert len(mine) == 1 and mine[0]["outcome"] == "error", mine
+                assert recorded or "device-side assert" in mine[0]["detail"] and mine[0]["replay"] == "r"
+                _retire_pending_sticky()  # nothing pending: nothing happens
+                assert len(retired) == 1
+                guard.forget()  # the retired (poisoned) state, before the next round
+    finally:
+        guard.on_retire(None, key="test")
+        guard.forget()
