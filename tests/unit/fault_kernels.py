@@ -244,7 +244,8 @@ BY_NAME = {c.name: c for c in ALL + DEVICE}
 # ---- the suite items of a fault matrix run (tests/unit/test_fault_matrix.py; benchmarks/faults_gpu.py on a GPU) ----
 PLAN = "conformance/suite/test_plan.py::test_plan"
 CATALOGUE = "conformance/suite/test_catalogue.py::test_symmetric_garbage_qzeros_ignored"
-ROWS = {"fault_segv_apply": 2, "fault_sticky_apply": 2}  # a crash, then `earlier crash` (limit 1); default 1 row
+# a crash, then `earlier crash` (limit 1); hangs: more cases than worker processes, so `earlier hang` shows; default 1
+ROWS = {"fault_segv_apply": 2, "fault_sticky_apply": 2, "fault_hang_apply": 6}
 GATE_ONLY = {"fault_raise_gate", "fault_hang_gate"}  # judged by the gate line; their suite item skips
 
 

@@ -127,3 +127,9 @@ def test_fault_matrix(workers, tmp_path):
         assert replaced == {"count": 2, "why": {"crash": 1, "sticky device error": 1}}, replaced
         assert set(doc["stopped_kernels"]) == {"fault_segv_apply", "fault_sticky_apply"}
         assert "conformance: workers replaced: 2" in out
+        # a hung kernel costs at most one time limit per worker process (the 2 workers and their 2 replacements);
+        # its other cases fail at once as `earlier hang`, naming that process's first hang
+        hung = [x for x in doc["records"] if x["kernel"] == "fault_hang_apply" and x["check"] != "catalogue"]
+        timed = [x for x in hung if x["detail"] == f"timeout after {LIMIT_S} s"]
+        assert 1 <= len(timed) <= 2 + replaced["count"] and len(hung) > len(timed), [x["detail"][:80] for x in hung]
+        assert all(any(t["case_id"] in x["detail"] for t in timed) for x in hung if x not in timed), hung
