@@ -268,7 +268,8 @@ class W4A16Family(Family):
         # only the checkpoint tensors the kernel's intake declares (formats outside it are refused by its gate)
         operands = ex.load(kernel.intake.restrict(codecs.encode(w, case.format, **policy)))
         xd = x.to(ex.device)
-        y = ex.to_cpu(ex.call(operands, xd))
+        raw = ex.call(operands, xd)
+        y = ex.to_cpu(raw)  # a device output's copy may be laid out anew: its layout is judged on `raw` below
         want = (case.M, case.N)
         if not isinstance(y, torch.Tensor) or tuple(y.shape) != want or y.dtype != act:
             got = (tuple(y.shape), y.dtype) if isinstance(y, torch.Tensor) else type(y)
@@ -300,9 +301,10 @@ class W4A16Family(Family):
                 cmp.detail = f"{inexact}; judged by the declared error model: {cmp.detail}"
                 cmp.metrics["exact_judged_statistically"] = True
         cmp.metrics["deterministic"] = same
-        if not y.is_contiguous():  # right values in an unusual layout: judged, and said (a flat view would misread it)
+        if not raw.is_contiguous():  # right values in an unusual layout: judged, and said (a flat view misreads it)
             cmp.metrics["contiguous"] = False
-            note += f"; output not contiguous (strides {tuple(y.stride())}, expected {tuple(y.contiguous().stride())})"
+            note += (f"; output not contiguous (strides {tuple(raw.stride())}, expected "
+                     f"{tuple(raw.contiguous().stride())})")
         return Grade(cmp.ok and same, cmp.metrics, cmp.detail), note
 
     # ---- contract checks and the CLI ----------------------------------------------------------------------------

@@ -33,10 +33,7 @@ class ToyDequantW4A16(Kernel):
             return f"dtype={config.dtype!r} not supported (allowed: float16, bfloat16)"
         return None
 
-    def availability(self, target):
-        return None if not target.is_gpu else f"target={target}: toykern runs on the cpu target only"
-
-    def run_mode(self, target):
+    def run_mode(self, target):  # plain torch: it runs wherever x is (the GPU on a GPU host, else the CPU)
         return "device"
 
     def dequant_dtype(self, config):
@@ -53,7 +50,8 @@ class ToyDequantW4A16(Kernel):
 
     def apply(self, weight, x):
         K, N = weight.shape
-        return (x.reshape(-1, K).float() @ weight.float()).to(x.dtype).reshape(*x.shape[:-1], N)
+        w = weight.to(x.device)
+        return (x.reshape(-1, K).float() @ w.float()).to(x.dtype).reshape(*x.shape[:-1], N)
 
 
 def _register():
