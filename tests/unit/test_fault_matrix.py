@@ -22,6 +22,7 @@ import pytest
 from fault_kernels import CATALOGUE, GATE_ONLY, IN_PROCESS, PLAN, matrix_items
 
 from conformance.checks import guard
+from conformance.core.targets import detect_target
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -84,10 +85,8 @@ def _clean(case_ids) -> set:
     """The correct kernel's clean verdicts on the same cases: judged here, in a process no fault kernel touched."""
     from conformance.cases.ids import parse_case_id
     from conformance.checks.harness import run_case
-    from conformance.core.targets import CPU
-
     return {(cid, v.check, v.outcome) for cid in case_ids
-            for v in [run_case(parse_case_id(cid), target=CPU, record=False)]}
+            for v in [run_case(parse_case_id(cid), target=detect_target(), record=False)]}
 
 
 @pytest.mark.parametrize("workers", [0, 2])
@@ -117,7 +116,7 @@ def test_fault_matrix(workers, tmp_path):
             assert "repro " + rec["case_id"] in rec["replay"], rec
     for kernel in GATE_ONLY:  # its suite item skips with the gate's reason (no draw from a table the gate broke)
         assert f"FAILED conformance/suite/test_w4a16_suite.py::test_w4a16_conformance[{kernel}-exact]" not in out, out
-        assert f"{kernel} accepts no case on cpu: gate raised " in out, out[-3000:]
+        assert f"{kernel} accepts no case on {detect_target()}: gate raised " in out, out[-3000:]
     gate_lines = [ln for ln in out.splitlines() if ln.startswith("conformance: kernel fault_")]
     assert {g["kernel"] for g in doc["gate_faults"]} == GATE_ONLY, doc["gate_faults"]
     assert len(gate_lines) == 2 and "gate raised ValueError: plugin bug in the gate" in out, gate_lines
