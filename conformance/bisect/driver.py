@@ -55,9 +55,14 @@ class Options:
 
 
 def check_case_id(case_id: str):
+    """The parsed id: a case or check id, or a compile id (`compile/<arch>/<program>/<case id>`, which `repro`
+    recompiles: a compile failure bisects like a wrong answer). InvalidInput names the field and what is allowed."""
     from conformance.cases.check_ids import parse_id
+    from conformance.compile.lane import ID_PREFIX, parse_compile_id
 
-    return parse_id(case_id)  # InvalidInput names the field and what is allowed
+    if case_id.startswith(ID_PREFIX):
+        return parse_compile_id(case_id)[2]
+    return parse_id(case_id)
 
 
 def check_repeat(value) -> int:
