@@ -99,10 +99,13 @@ def earlier_crash_detail(kernel: str, first: dict) -> str:
 
 
 def crash_limit() -> int:
-    try:
-        return max(1, int(os.environ.get(CRASH_LIMIT_ENV, DEFAULT_CRASH_LIMIT)))
-    except ValueError:
-        return DEFAULT_CRASH_LIMIT
+    """$CONFORMANCE_CRASH_LIMIT (default DEFAULT_CRASH_LIMIT); InvalidInput naming it when it is not an int >= 1."""
+    from references.errors import require
+
+    text = os.environ.get(CRASH_LIMIT_ENV, str(DEFAULT_CRASH_LIMIT))
+    value = int(text) if text.strip().isdigit() else 0
+    require(value >= 1, CRASH_LIMIT_ENV, text, "an integer >= 1 (crashes of one kernel before it is stopped)")
+    return value
 
 
 def run_dir() -> str | None:

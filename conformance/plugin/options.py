@@ -63,6 +63,12 @@ def _check_options(config) -> None:
     from references.errors import InvalidInput
 
     opt = config.getoption
+    from conformance.checks import guard
+
+    try:
+        guard.crash_limit()  # read during the run: a bad value is a usage error now, not a fallback later
+    except InvalidInput as e:
+        raise _usage(e.field, e.value, e.allowed) from None
     if opt("--conformance-profile") not in PROFILES:
         raise _usage("--conformance-profile", opt("--conformance-profile"), f"one of {list(PROFILES)}")
     _timeout_limit(config)

@@ -235,3 +235,18 @@ def test_a_sticky_error_no_caller_retired_is_retired_before_the_test_reports(mon
     finally:
         guard.on_retire(None, key="test")
         guard.forget()
+
+
+@pytest.mark.parametrize("text", ["abc", "0", "-1", "2.5", ""])
+def test_a_bad_crash_limit_is_named_not_replaced(monkeypatch, text):
+    """$CONFORMANCE_CRASH_LIMIT that is not an int >= 1 is an error naming it (the plugin's usage error), never the
+    default in its place."""
+    from references.errors import InvalidInput
+
+    monkeypatch.setenv(guard.CRASH_LIMIT_ENV, text)
+    with pytest.raises(InvalidInput, match=f"{guard.CRASH_LIMIT_ENV}=.* is invalid; allowed: an integer >= 1"):
+        guard.crash_limit()
+    monkeypatch.setenv(guard.CRASH_LIMIT_ENV, "3")
+    assert guard.crash_limit() == 3
+    monkeypatch.delenv(guard.CRASH_LIMIT_ENV)
+    assert guard.crash_limit() == guard.DEFAULT_CRASH_LIMIT
