@@ -14,6 +14,7 @@ nothing is ever written to this Python's site-packages. Sites are reused while t
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
@@ -79,14 +80,30 @@ def _safe_members(zf: zipfile.ZipFile, wheel: Path) -> list[zipfile.ZipInfo]:
     return members
 
 
+@contextlib.contextmanager
+def _building(site: Path, marker: str):
+    """A scratch directory beside `site` to build it in; when the block ends without error, MARKER (holding `marker`)
+    is written and the directory replaces `site` at once (an incomplete site of an older run is removed first), so a
+    cached site is either whole or absent. The scratch directory never outlives the block."""
+    site.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=site.parent))
+    try:
+        yield tmp
+        (tmp / MARKER).write_text(f"{marker}\n")
+        if site.exists():
+            shutil.rmtree(site)
+        os.replace(tmp, site)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
 def install(wheel: Path, cache: Path) -> Path:
     """The site holding `wheel` installed alone (cached): see the module docstring."""
     site = cache / "sites" / wheel.name
     if (site / MARKER).is_file():
         return site
-    site.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=site.parent))
-    try:
+    with _building(site, wheel.name) as tmp:
         try:
             zf = zipfile.ZipFile(wheel)
         except (zipfile.BadZipFile, OSError) as e:
@@ -105,13 +122,6 @@ def install(wheel: Path, cache: Path) -> Path:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 with zf.open(info) as src, open(dest, "wb") as dst:
                     shutil.copyfileobj(src, dst, 1 << 20)
-        (tmp / MARKER).write_text(f"{wheel.name}\n")
-        if site.exists():  # an incomplete site of an older run: replaced
-            shutil.rmtree(site)
-        os.replace(tmp, site)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return site
 
 
@@ -150,9 +160,7 @@ def overlay(base: Path, files: dict[str, bytes | None], cache: Path, label: str)
     site = cache / "overlays" / f"{label}-{h.hexdigest()[:16]}"
     if (site / MARKER).is_file():
         return site
-    site.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=site.parent))
-    try:
+    with _building(site, f"{label} over {base}") as tmp:
         tops = sorted({Path(rel).parts[0] for rel in files})
         for top in tops:
             src = base / top
@@ -171,11 +179,4 @@ def overlay(base: Path, files: dict[str, bytes | None], cache: Path, label: str)
             if data is not None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(data)
-        (tmp / MARKER).write_text(f"{label} over {base}\n")
-        if site.exists():
-            shutil.rmtree(site)
-        os.replace(tmp, site)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return site
