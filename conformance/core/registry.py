@@ -135,6 +135,33 @@ def _contain(obj) -> None:
             setattr(obj, method, guarded)
         except (AttributeError, TypeError):  # __slots__ or a frozen object: left as it is
             pass
+    _contain_launch(obj)
+
+
+def _contain_launch(obj) -> None:
+    """Run a declared `launch` (the plan's path probe, compile_key, the compile lane ask it, also during collection)
+    under the same time limit and exit interception as a gate; a hang or an exit raises RuntimeError naming the
+    kernel (a launch that raises is loud at its callers, unlike a gate's refusal). The default launch is left alone."""
+    import functools
+
+    fn = getattr(obj, "launch", None)
+    if fn is None or getattr(fn, "_conformance_contained", False) or type(obj).launch is Kernel.launch:
+        return
+
+    def launch(*args, _fn=fn, _name=obj.name, **kw):
+        factory, catch = _gate_guard
+        try:
+            with exits.intercepted(), factory():
+                return _fn(*args, **kw)
+        except (exits.ExitCalled, *catch) as e:
+            raise RuntimeError(f"kernel {_name!r}: launch raised {type(e).__name__}: {e}") from None
+
+    launch = functools.wraps(fn)(launch)
+    launch._conformance_contained = True
+    try:
+        obj.launch = launch
+    except (AttributeError, TypeError):  # __slots__ or a frozen object: left as it is
+        pass
 
 
 def unregister_kernel(name: str) -> None:

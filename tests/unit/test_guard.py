@@ -250,3 +250,47 @@ def test_a_bad_crash_limit_is_named_not_replaced(monkeypatch, text):
     assert guard.crash_limit() == 3
     monkeypatch.delenv(guard.CRASH_LIMIT_ENV)
     assert guard.crash_limit() == guard.DEFAULT_CRASH_LIMIT
+
+
+def test_a_declared_launch_runs_under_the_gate_limit_and_exits_are_caught():
+    """A plugin's `launch` (asked during collection by the plan's path probe) that hangs or exits raises RuntimeError
+    naming the kernel within the time limit, instead of stalling or ending the process; the default launch is
+    left unwrapped."""
+    import time
+
+    from conformance.core.kernel import Kernel
+
+    class LaunchFault(Kernel):
+        name, family = "launch_fault_w4a16", "w4a16"
+        mode = "hang"
+
+        def can_implement(self, config, target):
+            return None
+
+        def launch(self, config, M, target):
+            if self.mode == "exit":
+                os._exit(3)
+            time.sleep(5)
+
+    class Plain(Kernel):
+        name, family = "launch_plain_w4a16", "w4a16"
+
+        def can_implement(self, config, target):
+            return None
+
+    k, plain = LaunchFault(), Plain()
+    registry._contain(k)
+    registry._contain(plain)
+    assert "launch" not in vars(plain)  # nothing to limit: the default answers None
+    saved = (timeout.limit(), timeout.propagates())
+    timeout.configure(0.3, propagate=False)
+    try:
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError, match="kernel 'launch_fault_w4a16': launch raised CaseTimeout"):
+            k.launch(None, 1, CPU)
+        assert time.monotonic() - t0 < 3
+        k.mode = "exit"
+        with pytest.raises(RuntimeError, match="launch raised ExitCalled"):
+            k.launch(None, 1, CPU)
+    finally:
+        timeout.configure(saved[0], propagate=saved[1])
