@@ -29,15 +29,12 @@ if [ "$deps" = lock ]; then
   python -c "import torch" 2>/dev/null || quiet python -m pip install -q --no-deps "torch==$TORCH"
   python -c "import triton" 2>/dev/null || quiet python -m pip install -q --no-deps "triton==$TRITON"
   quiet python -m pip install -q --no-deps --no-build-isolation -e .
-  if ! python -m pip check >/tmp/setup-pip-check.$$ 2>&1; then
-    # only the packages the lock installed matter; a GPU image's own site-packages may carry unrelated conflicts
-    if grep -i -E "$(sed -n 's/^\([a-zA-Z0-9_.-]*\)==.*/^\1 /p' requirements/lock.txt | paste -sd'|')" /tmp/setup-pip-check.$$ >&2; then
-      rm -f /tmp/setup-pip-check.$$
-      echo "setup: the locked environment is inconsistent (pip check above); refresh the lock: bash scripts/lock.sh" >&2
-      exit 1
-    fi
+  # only the packages the lock installed matter; a GPU image's own site-packages may carry unrelated conflicts
+  locked=$(sed -n 's/^\([a-zA-Z0-9_.-]*\)==.*/^\1 /p' requirements/lock.txt | paste -sd'|')
+  if ! check=$(python -m pip check 2>&1) && grep -i -E "$locked" <<<"$check" >&2; then
+    echo "setup: the locked environment is inconsistent (pip check above); refresh the lock: bash scripts/lock.sh" >&2
+    exit 1
   fi
-  rm -f /tmp/setup-pip-check.$$
 else
   quiet python -m pip install -q --upgrade pip
   python -c "import torch" 2>/dev/null || quiet python -m pip install -q "torch==$TORCH"
