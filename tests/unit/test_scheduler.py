@@ -177,10 +177,11 @@ SEQUENCES = {"two_crashes_one_still_collecting": (_two_crashes_one_still_collect
              "replacement_gets_one_test": (_replacement_gets_one_test, 1, Stall, "queued")}
 
 
+@pytest.mark.parametrize("cls", [ours.RecoveringLoadGroupScheduling, ours.RecoveringLoadScopeScheduling])
 @pytest.mark.parametrize("name", sorted(SEQUENCES))
-def test_ours_survives(name):
+def test_ours_survives(name, cls):
     seq, workers, _, _ = SEQUENCES[name]
-    c = Controller(ours.RecoveringLoadGroupScheduling, workers)
+    c = Controller(cls, workers)
     seq(c)
     c.finish()
     c.check()
