@@ -2,7 +2,7 @@
 pytest-xdist, must not change one of triton_w4a16's verdicts. Writes faults.json (recorded as
 benchmarks/results/h200/faults.json).
 
-    python -m benchmarks.faults_gpu OUT_JSON --scratch DIR [--workers 4] [--seed 0x1234] [--budget-s 320]
+    python -m benchmarks.faults_gpu OUT_JSON --scratch DIR [--workers 4] [--seed 0x1234] [--budget-s 560]
                                     [--matrix-timeout-s 5] [--compile-bytecode]
 
 Runs, in order, each `python -m pytest ... -n WORKERS --conformance-seed SEED` (the ci profile, the plugin's
@@ -27,7 +27,8 @@ triton_w4a16's verdicts, fired its fault and reported complete.
 
 Triton and inductor caches are shared by the runs (the clean run compiles, the others reuse); each run gets a fresh
 CONFORMANCE_CACHE_DIR (no replay of another run's failures) and no OMP_NUM_THREADS / MKL_NUM_THREADS. Each run is
-limited by what the budget has left; a run past it gets SIGINT, then SIGKILL (benchmarks/gpu_ci.py `timed`), and the
+limited by its cap (RUN_CAP_S; the matrix's from its hangs, matrix_cap_s: 200 s at 4 workers and 5 s) and by what
+the budget has left; a run past it gets SIGINT, then SIGKILL (benchmarks/gpu_ci.py `timed`), and the
 JSON is rewritten after every run, so a cut call still returns what finished.
 Code identity: CONFORMANCE_COMMIT / CONFORMANCE_TREE_CLEAN (benchmarks/provenance.py; the device copy has no .git).
 """
@@ -47,7 +48,10 @@ UNIT = ROOT / "tests" / "unit"
 CORRECT = "triton_w4a16"
 FAULTS = {"illegal_address": ("fault_gpu_illegal_address", "illegal memory access"),
           "device_assert": ("fault_gpu_device_assert", "device-side assert")}
-RUN_CAP_S = {"clean": 180, "illegal_address": 150, "device_assert": 150, "cpu_fault_matrix": 150}
+RUN_CAP_S = {"clean": 180, "illegal_address": 150, "device_assert": 150}  # cpu_fault_matrix: matrix_cap_s
+MATRIX_BASE_S = 120  # the matrix run less its hangs: every process collects every kernel's plan, triton's rows run
+WORKERS, MATRIX_TIMEOUT_S = 4, 5.0  # the defaults of --workers and --matrix-timeout-s
+BUDGET_S = 560  # all runs together: inside the GPU machine's 10-minute command, less its start and the bytecode step
 SHOWN = 20  # differences listed per run
 
 
@@ -76,6 +80,20 @@ def fault_fired(doc: dict | None, kernel: str, text: str) -> dict:
     return {"fault_records": len(recs), "sticky_records": len(sticky), "fault_fired": bool(sticky),
             "first_sticky": {k: sticky[0].get(k) for k in ("case_id", "check", "detail")} if sticky else None,
             "earlier_crash_records": sum("earlier crash" in (r.get("detail") or "") for r in recs)}
+
+
+def matrix_cap_s(workers: int, timeout_s: float, kernels) -> float:
+    """The cpu_fault_matrix run's wall cap: MATRIX_BASE_S plus every time limit its hangs can cost, as if none
+    overlapped. A hanging kernel costs at most one limit per process (its later cases there fail at once as `earlier
+    hang`) and at most one per matrix item of it; a hanging gate costs one in every process's collection. The
+    processes: the workers plus one replacement per matrix item of a worker-ending kernel (crash limit 1)."""
+    from fault_kernels import GATE_ONLY, HANGING, WORKER_KILLING, matrix_items
+
+    killing, hanging = {c.name for c in WORKER_KILLING}, {c.name for c in HANGING}
+    processes = workers + sum(len(matrix_items([k])) for k in kernels if k in killing)
+    limits = sum(processes if k in GATE_ONLY else min(len(matrix_items([k])), processes)
+                 for k in kernels if k in hanging)
+    return MATRIX_BASE_S + timeout_s * limits
 
 
 def plan_node_ids(junit: Path, kernel: str) -> list[str]:
@@ -125,10 +143,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out", help="the JSON to write (faults.json)")
     ap.add_argument("--scratch", required=True, help="a directory for caches and reports (created)")
-    ap.add_argument("--workers", type=int, default=4)
+    ap.add_argument("--workers", type=int, default=WORKERS)
     ap.add_argument("--seed", default="0x1234")
-    ap.add_argument("--budget-s", type=float, default=320.0, help="wall budget of all runs together")
-    ap.add_argument("--matrix-timeout-s", type=float, default=5.0,
+    ap.add_argument("--budget-s", type=float, default=float(BUDGET_S),
+                    help="wall budget of all runs together (default %(default)s s)")
+    ap.add_argument("--matrix-timeout-s", type=float, default=MATRIX_TIMEOUT_S,
                     help="--conformance-timeout of the cpu_fault_matrix run (its hangs cost this per worker)")
     ap.add_argument("--correct", default=CORRECT, help="the kernel whose verdicts must hold (default %(default)s)")
     ap.add_argument("--suite", default="conformance/suite",
@@ -156,6 +175,8 @@ def main(argv=None) -> int:
     from fault_kernels import ALL, matrix_items
 
     matrix_kernels = [c.name for c in ALL]
+    caps = dict(RUN_CAP_S, cpu_fault_matrix=matrix_cap_s(a.workers, a.matrix_timeout_s, matrix_kernels))
+    doc["run_caps_s"] = caps
     t0 = time.monotonic()
 
     def run(name: str, kernels: list[str], targets: list[str], env_extra: dict, opts: list[str]) -> dict | None:
@@ -174,7 +195,7 @@ def main(argv=None) -> int:
                    CONFORMANCE_CACHE_DIR=tempfile.mkdtemp(prefix=f"{name}-conformance-", dir=scratch),
                    PYTHONPATH=os.pathsep.join([str(ROOT), str(UNIT), *filter(None, [env.get("PYTHONPATH")])]),
                    FAULT_KERNELS=",".join(faults), **env_extra)
-        limit = min(RUN_CAP_S[name], left - 5)
+        limit = min(caps[name], left - 5)
         rc, wall, timed_out = gpu_ci.timed(cmd, env, limit, out.parent / f"faults_{name}.log")
         counts = gpu_ci.junit_counts(junit) or {}
         try:

@@ -10,6 +10,8 @@ re-exports the hooks and fixtures):
 - crash: crashed xdist workers and hangs Python cannot interrupt;
 - summary: the terminal summary;
 - heap: the garbage collector's permanent generation for what exists once the session started and collected.
+- scheduler: our xdist scheduler for --dist loadgroup / loadscope, safe when a crashed worker is replaced
+  (docs/faults.md);
 - exit: a finished xdist worker or pytest command-line process leaves with os._exit, skipping the interpreter's
   finalization (with the exit status pytest would return).
 

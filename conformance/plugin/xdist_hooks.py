@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.plugin import threads
+from conformance.plugin import scheduler, threads
 from conformance.plugin.crash import crashed_item, node_down
 
 NAME = "conformance-xdist"  # the plugin object's name in config.pluginmanager
@@ -36,6 +36,9 @@ class XdistHooks:
         if st is not None:
             ids = () if node.config.option.collectonly else ids  # --collect-only plans no test run
             st.planned = set(ids) if st.planned is None else st.planned | set(ids)
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        return scheduler.make_scheduler(config, log)  # loadgroup / loadscope: crash-and-replace safe; else xdist's
 
     @pytest.hookimpl(optionalhook=True)  # a newer xdist hook: older xdist versions lack its spec
     def pytest_handlecrashitem(self, crashitem, report, sched):

@@ -236,6 +236,7 @@ class DeviceAssertApply(_Tiny):
 IN_PROCESS = (HangApply, HangLoad, HangGate, ExitApply, SysExitLoad, RaiseApply, RaiseModel, NaNApply, ShapeApply,
               DtypeApply, DeviceApply, NoneApply, NonContiguousApply, SlowApply, RaiseGate)
 WORKER_KILLING = (SegfaultApply, StickyApply)  # end or retire their worker: -n >= 1 only
+HANGING = (HangApply, HangLoad, HangGate)  # each costs one time limit per process it hangs in (a run's wall cap)
 ALL = IN_PROCESS + WORKER_KILLING
 DEVICE = (IllegalAddressApply, DeviceAssertApply)  # a CUDA device only (benchmarks/faults_gpu.py); not in ALL
 BY_NAME = {c.name: c for c in ALL + DEVICE}

@@ -66,7 +66,9 @@ def _run(tmp: Path, workers: int, kernels: list[str]) -> dict:
                **{guard.CRASH_LIMIT_ENV: "1", "CONFORMANCE_TIMEOUT_GRACE": "1"})
     for var in ("PYTEST_XDIST_WORKER", "OMP_NUM_THREADS", "MKL_NUM_THREADS", guard.RUN_DIR_ENV):
         env.pop(var, None)
-    cmd = [sys.executable, "-m", "pytest", *_items(kernels), "-n", str(workers), "-q", "-p", "no:cacheprovider",
+    # -n 2 under --dist loadgroup, the plugin's choice on a GPU host: its worker replacement (our scheduler) runs here
+    dist = ["--dist", "loadgroup"] if workers else []
+    cmd = [sys.executable, "-m", "pytest", *_items(kernels), "-n", str(workers), *dist, "-q", "-p", "no:cacheprovider",
            "--conformance-plugin", "fault_plugin", "--conformance-kernels", ",".join([CORRECT, *kernels]),
            "--conformance-seed", SEED, "--conformance-tiers", "exact", "--conformance-timeout", str(LIMIT_S),
            "--conformance-report", str(report)]

@@ -64,3 +64,37 @@ def test_plan_rows_from_junit(tmp_path):
 </testsuite></testsuites>""")
     assert faults_gpu.plan_node_ids(junit, K) == [f"conformance/suite/test_plan.py::test_plan[{K}-exact-0]",
                                                   f"conformance/suite/test_plan.py::test_plan[{K}-statistical-12]"]
+
+
+def test_matrix_cap_counts_every_hang_per_process():
+    """The cpu_fault_matrix cap: the base plus one time limit per (hanging kernel, process), at most one per matrix
+    item; a hanging gate pays in every process (its collection); replacements are processes too."""
+    from fault_kernels import ALL, HANGING, WORKER_KILLING
+
+    names = [c.name for c in ALL]
+    base = faults_gpu.MATRIX_BASE_S
+    assert faults_gpu.matrix_cap_s(4, 5, []) == base
+    assert faults_gpu.matrix_cap_s(4, 5, ["fault_hang_gate"]) == base + 5 * 4  # 4 processes collect
+    assert faults_gpu.matrix_cap_s(4, 5, ["fault_hang_load"]) == base + 5 * 1  # one matrix item: one limit
+    # fault_hang_apply: 7 items (6 plan rows and the catalogue's run) over 4 workers + 4 replacements (2 + 2 rows of
+    # the worker-ending kernels): every item can pay its limit
+    assert faults_gpu.matrix_cap_s(4, 5, ["fault_hang_apply", *(c.name for c in WORKER_KILLING)]) == base + 5 * 7
+    assert faults_gpu.matrix_cap_s(2, 5, ["fault_hang_apply"]) == base + 5 * 2  # 2 processes: 2 limits at most
+    full = faults_gpu.matrix_cap_s(4, 5, names)
+    assert full == base + 5 * (7 + 1 + 8) and {c.name for c in HANGING} <= set(names)
+    assert faults_gpu.matrix_cap_s(4, 10, names) - base == 2 * (full - base)
+
+
+def test_default_budget_leaves_the_matrix_its_cap():
+    """--budget-s by default: the clean run at its whole cap (it compiles: its wall varies), the device-fault runs at
+    their recorded H200 walls, then the matrix's whole cap at the default workers and time limit (each run is
+    limited by what the budget has left, less 5 s)."""
+    import json
+
+    from fault_kernels import ALL
+
+    rec = json.loads((faults_gpu.ROOT / "benchmarks" / "results" / "h200" / "faults.json").read_text())
+    others = faults_gpu.RUN_CAP_S["clean"] + rec["illegal_address"]["wall_s"] + rec["device_assert"]["wall_s"]
+    cap = faults_gpu.matrix_cap_s(faults_gpu.WORKERS, faults_gpu.MATRIX_TIMEOUT_S, [c.name for c in ALL])
+    assert faults_gpu.BUDGET_S - others - 4 * 5 >= cap, (faults_gpu.BUDGET_S, others, cap)
+    assert faults_gpu.BUDGET_S <= 600 - 40  # the GPU machine's 10-minute command, its start and the bytecode step
