@@ -152,3 +152,26 @@ def test_bad_options_are_one_line_errors(argv, words, capsys, tmp_path):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and words in err
     assert not (tmp_path / "r").exists()  # refused before anything ran
+
+
+def test_compile_lane_merge_replaces_only_the_runs_kernels():
+    from benchmarks.compile_lane import merge, record
+
+    def run(kernel, verdict, arch):
+        r = dict(_crec(arch, "gemm:aaa", verdict, kernel=kernel), constexprs={}, options={})
+        return {"records": [r], "kernels": {kernel: {arch: "1/1 pass" if verdict == "pass" else "0/1 pass"}},
+                "errors": [], "launch_errors": [f"{kernel} on {arch}: x"], "wall_s": 1.0, "seed": 1,
+                "profile": "ci", "sets": ["catalogue"], "targets": [arch]}
+
+    base = record({**run("old", "pass", B), "kernels": {"old": {B: "1/1 pass"}, "gl": {B: "refused"}}},
+                  "aaa", True, "base")
+    base["records"].append(dict(base["records"][0], kernel="gl"))
+    out = merge(base, run("gl", "compile-error", T), "bbb", False, "merge")
+    assert [(r["kernel"], r["target"]) for r in out["records"]] == [("old", B), ("gl", T)]
+    assert out["table"] == {"old": {B: "1/1 pass"}, "gl": {T: "0/1 pass"}}
+    assert [f["kernel"] for f in out["failures"]] == ["gl"] and out["verdicts"]["gl"] == {T: {"compile-error": 1}}
+    assert out["launch_errors"] == [f"old on {B}: x", f"gl on {T}: x"]
+    assert (out["commit"], out["tree_clean"]) == ("aaa", True)  # the base run's
+    assert [(s["kernels"], s["commit"], s["tree_clean"]) for s in out["sections"]] == [(["gl"], "bbb", False)]
+    again = merge(out, run("gl", "pass", T), "ccc", True, "merge")
+    assert [s["commit"] for s in again["sections"]] == ["ccc"] and not again["failures"]
