@@ -175,3 +175,15 @@ def test_compile_lane_merge_replaces_only_the_runs_kernels():
     assert [(s["kernels"], s["commit"], s["tree_clean"]) for s in out["sections"]] == [(["gl"], "bbb", False)]
     again = merge(out, run("gl", "pass", T), "ccc", True, "merge")
     assert [s["commit"] for s in again["sections"]] == ["ccc"] and not again["failures"]
+
+
+def test_gemlite_sees_each_targets_reference_part():
+    from conformance.adapters.gemlite_target import capability, device_properties
+
+    assert [capability(a) for a in ("sm90", "sm120", "gfx942", "gfx950", "gfx1151", "gfx1201")] == [
+        (9, 0), (12, 0), (9, 4), (9, 5), (11, 5), (12, 0)]
+    # GemLite picks its tuned config file by a tag in the lower-cased device name
+    tags = {"sm80": "a100", "sm90": "h100", "sm120": "5090", "gfx942": "mi300x"}
+    for arch, tag in tags.items():
+        p = device_properties(arch)
+        assert tag in p.name.lower().replace(" ", "_") and p.multi_processor_count > 0
