@@ -2,11 +2,15 @@
 on a GPU host gives the same verdicts as the cross-compiled one.
 
     python benchmarks/compile_lane.py record RUN/compile.json --commit SHA --clean 1 --command "..."
+    python benchmarks/compile_lane.py record RUN/compile.json --merge --commit SHA --clean 1 --command "..."
     python benchmarks/compile_lane.py compare CPU/compile.json NATIVE/compile.json --target sm90
 
 record: the run's records (verdicts, messages, resources, ids), the table kernel x target, the failures with their
 replay ids, and where the figures came from (the commit the run was made at and whether its tree was clean, the
-command, its wall time). compare: the verdict of every compile id present in both runs for the target; exit 0 when
+command, its wall time). record --merge: the run's kernels replace only their own records, table rows, counts,
+failures and launch errors in the existing file; the rest is kept, and the run is listed under `sections` with its
+own commit, tree_clean, command and wall time (the file's top-level ones stay those of the run it was made from).
+compare: the verdict of every compile id present in both runs for the target; exit 0 when
 they agree, 1 otherwise (each difference printed)."""
 from __future__ import annotations
 
@@ -37,6 +41,23 @@ def record(run: dict, commit: str, clean: bool, command: str) -> dict:
             "baseline": baseline, "records": [{k: r[k] for k in KEEP} for r in recs]}
 
 
+def merge(existing: dict, run: dict, commit: str, clean: bool, command: str) -> dict:
+    """`existing` with the kernels of `run` replaced by the run's (see the module docstring)."""
+    new = record(run, commit, clean, command)
+    ks = set(run["kernels"])
+    out = dict(existing)
+    out["records"] = [r for r in existing["records"] if r["kernel"] not in ks] + new["records"]
+    for field in ("table", "verdicts"):
+        out[field] = {**{k: v for k, v in existing[field].items() if k not in ks}, **new[field]}
+    out["failures"] = [f for f in existing["failures"] if f["kernel"] not in ks] + new["failures"]
+    out["launch_errors"] = [e for e in existing["launch_errors"] if e.split(" on ", 1)[0] not in ks] + \
+        new["launch_errors"]
+    section = {k: new[k] for k in ("commit", "tree_clean", "command", "wall_s", "seed", "profile", "sets", "targets")}
+    out["sections"] = [s for s in existing.get("sections", []) if not ks & set(s["kernels"])] + [
+        dict(section, kernels=sorted(ks))]
+    return out
+
+
 def compare(a: dict, b: dict, target: str) -> list[str]:
     va = {r["id"]: r["verdict"] for r in a["records"] if r["target"] == target}
     vb = {r["id"]: r["verdict"] for r in b["records"] if r["target"] == target}
@@ -54,6 +75,7 @@ def main(argv=None) -> int:
     r.add_argument("--clean", choices=("0", "1"), required=True)
     r.add_argument("--command", required=True)
     r.add_argument("--out", default=str(OUT))
+    r.add_argument("--merge", action="store_true", help="replace only the run's kernels in the existing --out file")
     c = sub.add_parser("compare")
     c.add_argument("cpu")
     c.add_argument("native")
@@ -65,7 +87,9 @@ def main(argv=None) -> int:
     c.add_argument("--machine")
     a = p.parse_args(argv)
     if a.cmd == "record":
-        doc = record(json.loads(Path(a.run).read_text()), a.commit, a.clean == "1", a.command)
+        run = json.loads(Path(a.run).read_text())
+        doc = (merge(json.loads(Path(a.out).read_text()), run, a.commit, a.clean == "1", a.command) if a.merge
+               else record(run, a.commit, a.clean == "1", a.command))
         Path(a.out).write_text(json.dumps(doc, sort_keys=True, separators=(",", ":")) + "\n")
         print(f"wrote {a.out}: {len(doc['records'])} records, {len(doc['failures'])} failures")
         return 0

@@ -3,8 +3,12 @@
     pytest conformance/suite -n 8 --conformance-plugin conformance.adapters.gemlite --conformance-kernels gemlite_a16w4
 
 GemLite 0.6 imports only where torch sees a CUDA device (`gemlite.triton_kernels.utils` asks for the device
-capability at import). When `import gemlite` fails, `gemlite_a16w4` is registered gate-only: its gate refuses
-every config with "gemlite not importable: ...", which `conformance list` and the pytest skips print.
+capability at import). When `import gemlite` fails but gemlite is installed (a CPU machine), `gemlite_a16w4` is
+registered compile-only: GemLite's gate, nothing run here (availability says why), and its launches declared for
+any compile-lane target through conformance.adapters.gemlite_target (gemlite imported with the target's device
+answers), so `compile` compiles GemLite's Triton programs without a GPU. Where gemlite is not installed, it is
+gate-only: its gate refuses every config with "gemlite not importable: ...", which `conformance list` and the
+pytest skips print.
 
 Facts from gemlite 0.6.0.post2's source (core.py, helper.py, bitpack.py, triton_kernels/):
 
@@ -30,8 +34,10 @@ computes fma(q, s, zeros) with one rounding, so GemLite's load step is tested wh
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
+import sys
 
 import torch
 
@@ -62,10 +68,21 @@ def import_gemlite():
 
 
 def a16wn_takes_dtype() -> bool:
-    """True when the installed GemLite's A16Wn takes `dtype` (0.4.8 and later; earlier releases pack fp16 only)."""
+    """True when the installed GemLite's A16Wn takes `dtype` (0.4.8 and later; earlier releases pack fp16 only).
+    Where gemlite does not import here (compile-only), its installed version says."""
+    if "gemlite.helper" not in sys.modules and UNAVAILABLE is not None:
+        from importlib.metadata import version
+
+        from packaging.version import Version
+
+        return Version(version("gemlite")) >= Version("0.4.8")
     from gemlite.helper import A16Wn
 
     return "dtype" in inspect.signature(A16Wn.__init__).parameters
+
+
+def installed() -> bool:
+    return importlib.util.find_spec("gemlite") is not None
 
 
 class GemLiteA16W4(Kernel):
@@ -132,6 +149,38 @@ class GemLiteA16W4(Kernel):
     def apply(self, lin, x, ctx=None):
         return lin(x)
 
+    def launch(self, config, M, target):
+        """What GemLite launches for M rows on `target`, read off a real call under gemlite imported for that target
+        (conformance.adapters.gemlite_target: its dispatch on M, its NVIDIA or AMD config table, its pruner for the
+        target's shared memory): a small seeded checkpoint packed by A16Wn on the CPU, applied on zeros with the
+        launches recorded. An autotuned kernel launches every config the pruner leaves (the autotuner's pick is a
+        timing on the hardware). Autotune mode: $CONFORMANCE_GEMLITE_AUTOTUNE, else GemLite's own. None where the
+        gate refuses or the target is not a GPU target with a limits row."""
+        from conformance.core.target_limits import TABLE
+
+        if self.can_implement(config, target) is not None or target.arch not in TABLE:
+            return None
+        key = (config, M, target.arch, os.environ.get(AUTOTUNE_ENV))
+        cache = self.__dict__.setdefault("_launches", {})
+        if key not in cache:
+            cache[key] = self._capture(config, M, target)
+        return cache[key]
+
+    def _capture(self, config, M, target):
+        from conformance.adapters import gemlite_target
+        from conformance.core.kernel import RunContext
+        from conformance.core.launch import Launch
+        from conformance.core.launch_capture import checkpoint_for
+
+        ctx = RunContext(target, "cpu", "interpreter")
+        with gemlite_target.for_target(target, os.environ.get(AUTOTUNE_ENV) or None):
+            lin = GemLiteA16W4.load(self, checkpoint_for(config), ctx)
+            x = torch.zeros((M, config.K), dtype=torch_dtype(config.dtype))
+            progs = gemlite_target.capture(lambda: self.apply(lin, x, ctx))
+        names = dict.fromkeys(p.name.rsplit(".", 1)[-1].removesuffix("_kernel") for p in progs)
+        return Launch("+".join(names) or "no_launch", {"M": M, "configs": len(progs)},
+                      key=(self.name, tuple(p.key for p in progs)), programs=progs)
+
     def model(self, lin, x, ctx=None):
         """fma(q, s, zeros) from the module's packed operands, rounded once to the act dtype, fp32 GEMM."""
         q = packing.unpack(lin.W_q.detach().cpu().to(torch.int32).contiguous(), dim=0, bits=4)  # [K, N]
@@ -146,6 +195,20 @@ class GemLiteA16W4(Kernel):
 
 class GemLiteUnavailable(Unavailable, GemLiteA16W4):
     """`gemlite_a16w4` where gemlite does not import: gate-only, every config refused with the reason."""
+
+
+class GemLiteCompileOnly(GemLiteA16W4):
+    """`gemlite_a16w4` where gemlite is installed but does not import here (it asks for a CUDA device at import):
+    GemLite's own gate, its launches declared for any lane target (`launch`, through gemlite_target), nothing run
+    here (availability says why), so the compile lane compiles its programs on a CPU machine."""
+
+    has_model = False
+
+    def __init__(self, why: str):
+        self.why = why
+
+    def availability(self, target):
+        return f"{self.why} (compile-only here: its launches are declared for the compile lane)"
 
 
 UNAVAILABLE: str | None = None  # why GemLite is not adapted here, or None
@@ -174,7 +237,12 @@ def register() -> str:
     mod, UNAVAILABLE = import_gemlite()
     if mod is not None:
         configure_autotune(os.environ.get(AUTOTUNE_ENV) or None)
-    register_kernel(GemLiteA16W4() if mod is not None else GemLiteUnavailable(UNAVAILABLE))
+    if mod is not None:
+        register_kernel(GemLiteA16W4())
+    elif installed():  # installed but needs a device at import: compiled by the lane, never run here
+        register_kernel(GemLiteCompileOnly(UNAVAILABLE))
+    else:
+        register_kernel(GemLiteUnavailable(UNAVAILABLE))
     return NAME
 
 

@@ -52,3 +52,24 @@ def resolve_kernels(text: str | None):
     if not names or unknown:
         raise InvalidInput("--kernels", text, f"comma-separated names from {known}")
     return registry.resolve_kernels(names)
+
+
+def parse_lane_target(text: str, field: str):
+    """A GPU target the compile lane has a limits row for (the grammar of --target; the lane's targets)."""
+    from conformance.core.target_limits import LANE_TARGETS, TABLE
+
+    t = parse_target(text, field=field)
+    if not (t.is_gpu and t.arch in TABLE):
+        raise InvalidInput(field, text, f"a GPU target with a limits row: one of {sorted(TABLE)} (the lane's: "
+                           f"{','.join(LANE_TARGETS)})")
+    return t
+
+
+def parse_sets(text: str, field: str) -> tuple:
+    """Comma-separated compile-lane case sets (plan, catalogue, regressions)."""
+    from conformance.compile.lane import SETS
+
+    sets = tuple(s.strip() for s in text.split(",") if s.strip())
+    if not sets or any(s not in SETS for s in sets):
+        raise InvalidInput(field, text, f"a comma-separated subset of {list(SETS)}")
+    return sets

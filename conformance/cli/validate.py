@@ -5,6 +5,7 @@ when the suite wrote no report.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 
 from conformance.cli import _args
@@ -30,6 +31,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--seed", default=None, metavar="N",
                         help="run seed, decimal or 0x-hex (default: $CONFORMANCE_SEED, else for ci the commit under "
                              "test): the CI plan's placements and data seeds, the hypothesis draws")
+    parser.add_argument("--baseline-target", default=None, metavar="B",
+                        help="also validate target B (its report in DIR/baseline-B) and put what passes on B and "
+                             "fails or is refused on the target at the top of the report")
+    parser.add_argument("--compile", dest="compile_lane", action=argparse.BooleanOptionalAction, default=None,
+                        help="compile the kernels' programs for the target (and B) with the compile lane and add "
+                             "the target matrix (default: on with --baseline-target)")
+    parser.add_argument("--compile-sets", default="plan,catalogue,regressions", metavar="S,S",
+                        help="the compile lane's case sets: plan, catalogue, regressions (default: all)")
     parser.add_argument("-n", dest="workers", default="auto", metavar="N",
                         help="pytest-xdist workers: a number, 'auto' (default) or 0 for one process")
 
@@ -63,6 +72,16 @@ def run(args) -> int:
     seed = None if args.seed is None else parse_seed("--seed", args.seed)
     if args.timeout is not None and not (0 <= args.timeout < float("inf")):
         raise InvalidInput("--timeout", args.timeout, "seconds, a finite number >= 0 (0: no limit)")
+    baseline = None
+    if args.baseline_target is not None:
+        baseline = _args.parse_lane_target(args.baseline_target, "--baseline-target")
+        if baseline == target:
+            raise InvalidInput("--baseline-target", args.baseline_target,
+                               f"a target other than --target ({target})")
+    compile_lane = baseline is not None if args.compile_lane is None else args.compile_lane
+    if compile_lane:
+        _args.parse_lane_target(args.target, "--target")
+    sets = _args.parse_sets(args.compile_sets, "--compile-sets")
     files.writable_dir("--out", args.out)
     if args.junitxml:
         files.writable_file("--junitxml", args.junitxml)
@@ -70,7 +89,8 @@ def run(args) -> int:
         doc, code = validate(target, profile=args.profile, kernels=args.kernels, out_dir=args.out,
                              junitxml=args.junitxml, workers=workers, try_refused=args.try_refused,
                              plugins=getattr(args, "plugin", []), timeout=args.timeout, seed=seed,
-                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+                             progress=lambda msg: print(msg, file=sys.stderr, flush=True), baseline=baseline,
+                             compile_lane=compile_lane, compile_sets=sets)
     except Interrupted as e:
         print(f"validate: {e}; the pytest run was stopped and the previous report in {args.out} left as it was",
               file=sys.stderr)

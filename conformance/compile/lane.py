@@ -65,6 +65,11 @@ def program_hash(program: Program) -> str:
     return hashlib.sha256(repr(program.key).encode()).hexdigest()[:12]
 
 
+def record_key(program: Program) -> str:
+    """A record's `key`: the program's short name and the hash of its specialization (what a report matches on)."""
+    return f"{short_name(program)}:{program_hash(program)}"
+
+
 def compile_id(target: Target, program: Program, case: Case) -> str:
     return f"{ID_PREFIX}{target.arch}/{short_name(program)}/{case.id}"
 
@@ -157,9 +162,8 @@ def compile_spec(spec: Spec, *, cache: bool = True) -> dict:
         res = dict(raw["resources"], occupancy=occ, warnings=warns)
     else:
         verdict, message, res = "compile-error", raw["message"], None
-    key = f"{short_name(spec.program)}:{program_hash(spec.program)}"
-    return {"kernel": spec.kernel, "target": lim.arch, "key": key, "verdict": verdict, "message": message,
-            "resources": res, "id": compile_id(spec.target, spec.program, spec.case),
+    return {"kernel": spec.kernel, "target": lim.arch, "key": record_key(spec.program), "verdict": verdict,
+            "message": message, "resources": res, "id": compile_id(spec.target, spec.program, spec.case),
             "program": spec.program.name, "path": "/".join(sorted(spec.paths)), "tiles": dict(spec.launch.tiles),
             "constexprs": {k: _plain(v) for k, v in spec.program.constexprs},
             "options": dict(spec.program.options), "cases": spec.cases, "seconds": raw.get("seconds"),

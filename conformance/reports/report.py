@@ -105,6 +105,14 @@ def terminal_summary(doc: dict) -> str:
     lines = [f"== conformance validation: {env['target']}"
              f"{' (simulated on ' + env['detected_target'] + ')' if env['simulated'] else ''}; "
              f"Triton {env['triton_mode']}; {env['wall_time_s']} s ==", headline(doc), ""]
+    if doc.get("baseline_changes"):
+        from conformance.reports import baseline_changes
+
+        lines += [baseline_changes.text(doc["baseline_changes"]), ""]
+    if doc.get("target_matrix"):
+        from conformance.reports import compile_matrix
+
+        lines += [compile_matrix.text(doc["target_matrix"]), ""]
     w = max([len(c["kernel"]) for c in s["cells"]] + [6]) + 2
     cw = max([len(c["check"]) for c in s["cells"]] + [16]) + 2  # check names come from any test (plugins too)
     lines.append(f"{'kernel':<{w}}{'check':<{cw}}{'ran as':<20}{'pass':>5}{'fail':>5}{'err':>5}{'skip':>5}"
@@ -181,6 +189,12 @@ def _env_rows(env: dict) -> list[tuple[str, str]]:
     return rows
 
 
+def matrix_row_class(row: dict) -> str:
+    from conformance.reports.compile_matrix import row_class
+
+    return row_class(row)
+
+
 def render_html(doc: dict) -> str:
     """The self-contained HTML page for a validation document."""
     import statistics
@@ -218,4 +232,6 @@ def render_html(doc: dict) -> str:
         doc=doc, s=s, env=doc["environment"], env_rows=_env_rows(doc["environment"]), plots=plots, cov=cov,
         heatmaps=heatmaps, cov_families=cov_families, mode_counts=mode_counts, any_model="model" in mode_of,
         contract_kernels=contract_kernels, contract_checks=contract_checks, contract_cell=contract_cell,
-        tr=doc.get("try_refused"), ratio=_fmt_ratio, row_class=_row_class, verdict_class=_verdict_class)
+        tr=doc.get("try_refused"), ratio=_fmt_ratio, row_class=_row_class, verdict_class=_verdict_class,
+        ch=doc.get("baseline_changes"), tm=doc.get("target_matrix"), lane=doc.get("compile_lane"),
+        matrix_class=matrix_row_class)

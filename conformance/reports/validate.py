@@ -310,8 +310,14 @@ def _check_order(check: str) -> tuple:
 def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | None = None,
              out_dir: str | os.PathLike = "report", junitxml: str | None = None, workers=None,
              try_refused: bool = False, plugins=(), progress=None, paths=None,
-             timeout: float | None = None, seed: int | None = None) -> tuple[dict, int]:
+             timeout: float | None = None, seed: int | None = None, baseline: Target | None = None,
+             compile_lane: bool = False, compile_sets=None) -> tuple[dict, int]:
     """Run the suite for `target`, build the report document, write report.json and report.html.
+
+    `baseline`: also run the suite for this target (its own report in DIR/baseline-<arch>/, same kernels, profile
+    and seed) and put `baseline_changes` at the top of the document; `compile_lane`: compile the kernels' programs
+    for the target (and the baseline) with the compile lane over `compile_sets` (default: all its case sets); a
+    compile that fails on the target fails the run. Either adds `target_matrix` (conformance.reports.target_report).
 
     `paths` narrows the suite to some of its files (tests use it); `timeout`: the per-call limit in seconds
     (--conformance-timeout; None: the profile's default); `seed`: the run seed (--conformance-seed; None: the
@@ -328,17 +334,52 @@ def validate(target: Target, *, profile: str = DEFAULT_PROFILE, kernels: str | N
     junit = files.writable_file("--junitxml", junitxml) if junitxml else out / "junit.xml"
     # the suite writes into a private directory; results move into place only when the run ends, so an
     # interrupted validate leaves the previous report (and junit.xml) as they were, and no stray files
+    augment = None
+    if baseline is not None or compile_lane:
+        if seed is None and profile != DEFAULT_PROFILE:  # a random seed: drawn once, so both targets share it
+            from conformance.cases.seeds import resolve_run_seed
+
+            seed = resolve_run_seed(None, profile)[0]
+        base_dir = files.writable_dir("--out", out / f"baseline-{baseline.arch}") if baseline is not None else None
+        augment = _target_sections(target, baseline, base_dir, profile=profile, kernels=kernels, workers=workers,
+                                   plugins=plugins, progress=progress, paths=paths, timeout=timeout, seed=seed,
+                                   compile_lane=compile_lane, compile_sets=compile_sets)
     work = Path(tempfile.mkdtemp(prefix=".validate-", dir=out))
     try:
         with _signals_interrupt():
             return _validate(target, profile, kernels, out, junit, work, workers, try_refused, plugins, progress,
-                             paths, timeout, seed)
+                             paths, timeout, seed, augment)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def _target_sections(target, baseline, base_dir, *, profile, kernels, workers, plugins, progress, paths, timeout,
+                     seed, compile_lane, compile_sets):
+    """The step that adds the baseline's changes and the target matrix to a finished document: runs the baseline's
+    suite (its own report in `base_dir`) and the compile lane; returns the target's compile failures."""
+    def augment(doc: dict) -> int:
+        from conformance.cases.seeds import resolve_run_seed
+        from conformance.compile.lane import SETS
+        from conformance.reports.target_report import add_target_sections
+
+        say = progress or (lambda msg: None)
+        base_doc = None
+        if baseline is not None:
+            say(f"running the suite for the baseline target {baseline}: report in {base_dir}")
+            base_doc, _ = validate(baseline, profile=profile, kernels=kernels, out_dir=base_dir, workers=workers,
+                                   plugins=plugins, progress=progress, paths=paths, timeout=timeout, seed=seed)
+            base_doc["report_dir"] = str(base_dir)
+        env_seed = doc["environment"].get("seed")
+        run_seed = int(env_seed, 16) if env_seed else resolve_run_seed(seed, profile)[0]
+        ks = registry.resolve_kernels(kernels) if kernels else registry.all_kernels()
+        return add_target_sections(doc, target, ks, seed=run_seed, profile=profile, sets=compile_sets or SETS,
+                                   compile_lane=compile_lane, baseline=baseline, baseline_doc=base_doc,
+                                   progress=progress)
+    return augment
+
+
 def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, workers, try_refused, plugins, progress,
-              paths, timeout, seed) -> tuple[dict, int]:
+              paths, timeout, seed, augment=None) -> tuple[dict, int]:
     from conformance.reports import coverage, files, report
 
     say = progress or (lambda msg: None)
@@ -402,6 +443,10 @@ def _validate(target, profile, kernels, out: Path, junit: Path, work: Path, work
         code = 1
     else:
         code = 0
+    if augment is not None and suite is not None and augment(doc) and code == 0:
+        code = 1  # a program the target's compiler refuses, or that does not fit the target
+    if augment is not None:
+        doc["environment"]["wall_time_s"] = round(time.perf_counter() - t0, 1)  # the baseline and the lane too
     doc["exit_code"] = code
     if junit_tmp.exists():  # results move into place together, at the end
         files.atomic_move(junit_tmp, junit, "--junitxml")

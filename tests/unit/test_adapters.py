@@ -201,6 +201,10 @@ def test_gemlite_registers_with_a_reason_where_it_does_not_import():
         if mod.UNAVAILABLE is None:
             assert k.has_model and k.can_implement(cfg, parse_target("sm90")) is None
             assert k.numerics(cfg, 5).atomics and k.numerics(cfg, 5).dequant_roundings == 2
+        elif mod.installed():  # installed, needs a device at import: compile-only (its gate, nothing run here)
+            assert mod.UNAVAILABLE.startswith("gemlite not importable: ") and not k.has_model
+            assert k.can_implement(cfg, parse_target("sm90")) is None and k.can_implement(cfg, parse_target("gfx1201"))
+            assert k.availability(parse_target("sm90")).startswith(mod.UNAVAILABLE)
         else:
             assert mod.UNAVAILABLE.startswith("gemlite not importable: ")
             assert k.can_implement(cfg, parse_target("sm90")) == mod.UNAVAILABLE and not k.has_model
