@@ -44,6 +44,7 @@ from conformance.api import (
     torch_dtype,
     unregister_kernel,
 )
+from conformance.core.launch import Launch
 from references import codecs, packing
 
 NAME = "gemlite_a16w4"
@@ -102,6 +103,17 @@ class GemLiteA16W4(Kernel):
 
     def availability(self, target):
         return cuda_availability(target)
+
+    def launch(self, config, M, target):
+        """The path GemLite's forward takes for M rows: its own `gemlite.core.get_matmul_type(M, 4)` (0.6:
+        "GEMV_REVSPLITK" up to M = 4, "GEMM_SPLITK" below 64, "GEMM" above), lower case. Each is its own Triton
+        program reading the packed W_q / scales / zeros its own way. Its tiles are autotuned at run time, so none
+        are declared; None where the gate refuses."""
+        if self.can_implement(config, target) is not None:
+            return None
+        from gemlite.core import get_matmul_type
+
+        return Launch(get_matmul_type(M, 4).lower())
 
     def run_mode(self, target):
         return "device"
