@@ -1,6 +1,6 @@
 """Record the path audit (conformance/cases/path_audit.py) of every W4A16 kernel: ours, vLLM's and GemLite's where
-they import on this machine, on targets cpu, gfx1100 and sm90, at run seeds 0-7: the cells each kernel's gate serves
-there, how many the CI plan's rows (both tiers) cover, and the served cells without a case (must be none).
+they import on this machine, on targets cpu, gfx1100, gfx1151 and sm90, at run seeds 0-7: the cells each kernel's
+gate serves there, how many the CI plan's rows (both tiers) cover, and the served cells without a case (none).
 
 Usage (repo root; vLLM from scripts/install-vllm.sh, its import takes minutes on a 2-core machine):
     PYTHONPATH=.vllm/site:$PWD python benchmarks/plan_paths.py [OUT.json]   # default benchmarks/results/plan_paths.json
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-TARGETS = ("cpu", "gfx1100", "sm90")
+TARGETS = ("cpu", "gfx1100", "gfx1151", "sm90")  # gfx1151: where vLLM's hybrid takes its packed_dequant path
 SEEDS = range(8)
 PLUGINS = ("conformance.adapters.vllm", "conformance.adapters.gemlite")
 

@@ -402,6 +402,7 @@ class VllmMPLinearAdapter(Kernel):
         self.takes_gidx = "w_gidx_param_name" in inspect.signature(vllm_cls.__init__).parameters
         self._launch: dict = {}
         self._launches: dict = {}
+        self._capture_layers: dict = {}  # (config, target) -> the loaded layer launch() captures calls on
         self._gates: dict = {}
         self.op = None
         self._expose_op()
@@ -568,7 +569,12 @@ class VllmMPLinearAdapter(Kernel):
         from conformance.core.launch_capture import capture_programs, checkpoint_for
 
         ctx = RunContext(target, "cpu", "interpreter")
-        ops = self.load(checkpoint_for(config), ctx)
+        # one load per (config, target): the plan's path probe asks up to ~15 M of one config, and the load (vLLM's
+        # process_weights_after_loading) is most of a capture; apply reads the layer, never writes it
+        layer_key = (config, str(target))
+        if layer_key not in self._capture_layers:
+            self._capture_layers[layer_key] = self.load(checkpoint_for(config), ctx)
+        ops = self._capture_layers[layer_key]
         x = torch.zeros((M, config.K), dtype=torch_dtype(config.dtype))
         try:
             progs = capture_programs(lambda: self.apply(ops, x, ctx))

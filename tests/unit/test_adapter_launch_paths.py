@@ -50,7 +50,8 @@ def test_vllm_hybrid_launch_survives_vllms_own_assertion(vllm_adapter, monkeypat
     A = vllm_adapter
     k = object.__new__(A.VllmMPLinearAdapter)
     t = parse_target("gfx1100")
-    k.name, k.route, k._launches, k._gates = "vllm_test_hybrid", "hybrid", {}, {(CFG, str(t)): None}
+    k.name, k.route, k._launches, k._capture_layers = "vllm_test_hybrid", "hybrid", {}, {}
+    k._gates = {(CFG, str(t)): None}
     k.vllm_cls = type("RDNAHybridW4A16LinearKernel", (), {})
     monkeypatch.setattr(A.VllmMPLinearAdapter, "_gemv_route", lambda self, M, K, target: M <= 5)
     monkeypatch.setattr(A.VllmMPLinearAdapter, "load", lambda self, ckpt, ctx=None: None)
