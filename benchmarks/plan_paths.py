@@ -26,11 +26,12 @@ def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     out = Path(argv[0]) if argv else ROOT / "benchmarks" / "results" / "plan_paths.json"
     from benchmarks.provenance import code_identity
+
+    ident = code_identity(ROOT)  # first: the tree as measured, before the imports' seconds
     from conformance.cases.path_audit import audit
     from conformance.core import registry
     from conformance.families import get_family
 
-    ident = code_identity(ROOT)  # before anything runs: the tree as measured
     t0 = time.process_time()
     registry.load_all(list(PLUGINS))
     load_s = time.process_time() - t0
