@@ -26,6 +26,9 @@ Facts from gemlite 0.6.0.post2's source (core.py, helper.py, bitpack.py, triton_
   GEMM_SPLITK accumulates in fp32 per split and, when its autotuned SPLIT_K > 1, atomically adds fp16 partials
   the same way. GEMM: fp32 accumulators, one store. Accumulation is therefore declared per M:
   (fp32, 16, act dtype) with atomics for M < 64, (fp32, None, fp32) deterministic for M >= 64.
+- paths (`launch`): the program `get_matmul_type` picks for M, named in lower case (gemv_revsplitk, gemm_splitk,
+  gemm), asked of the installed GemLite itself; each reads the packed operands its own way, so the CI plan crosses
+  each with the checkpoint formats. No tiles are declared: GemLite autotunes them at run time.
 - constraints: in_features % 32 == 0 and % group_size == 0, group_size >= 16; fp16 / bf16 / fp32 inputs.
 
 The model (`model`) reads the packed module's own `W_q`, `scales` and `zeros` with `references.packing` and
@@ -50,6 +53,7 @@ from conformance.api import (
     torch_dtype,
     unregister_kernel,
 )
+from conformance.core.launch import Launch
 from references import codecs, packing
 
 NAME = "gemlite_a16w4"
@@ -119,6 +123,17 @@ class GemLiteA16W4(Kernel):
 
     def availability(self, target):
         return cuda_availability(target)
+
+    def launch(self, config, M, target):
+        """The path GemLite's forward takes for M rows: its own `gemlite.core.get_matmul_type(M, 4)` (0.6:
+        "GEMV_REVSPLITK" up to M = 4, "GEMM_SPLITK" below 64, "GEMM" above), lower case. Each is its own Triton
+        program reading the packed W_q / scales / zeros its own way. Its tiles are autotuned at run time, so none
+        are declared; None where the gate refuses."""
+        if self.can_implement(config, target) is not None:
+            return None
+        from gemlite.core import get_matmul_type
+
+        return Launch(get_matmul_type(M, 4).lower())
 
     def run_mode(self, target):
         return "device"

@@ -358,6 +358,26 @@ class _LaunchRecorder:
 # kernels whose launches `launch_config()` reports
 KERNEL_OPS = {"TritonW4A16LinearKernel": ("triton_w4a16_gemm", ("triton_w4a16_gemm_kernel",))}
 HYBRID_TRITON = "_triton_w4a16_skinny_fmt_kernel"
+# boolean constexprs that switch a vLLM Triton kernel to another code path, named in Launch.path when set: the
+# hybrid's PACKED_DEQUANT (gfx1151, fp16: two nibbles per instruction via the 1024 + nibble trick; its wrapper sets
+# it for symmetric layers only up to M = 128/256, so which formats take it depends on the layer)
+PATH_CONSTEXPRS = ("PACKED_DEQUANT",)
+
+
+def program_path(name: str) -> str:
+    """A launch path's name for a vLLM Triton kernel (`..._triton_w4a16_skinny_fmt_kernel` ->
+    `triton_w4a16_skinny_fmt`)."""
+    return name.rsplit(".", 1)[-1].strip("_").removesuffix("_kernel")
+
+
+def launch_path(programs) -> str:
+    """The path of a captured launch: its programs' names joined by "+", each followed by "+<constexpr, lower case>"
+    for every PATH_CONSTEXPRS flag it sets."""
+    parts = []
+    for p in programs:
+        flags = dict(p.constexprs)
+        parts += [program_path(p.name), *(c.lower() for c in PATH_CONSTEXPRS if flags.get(c))]
+    return "+".join(parts) or "no_launch"
 
 
 class VllmMPLinearAdapter(Kernel):
@@ -382,6 +402,7 @@ class VllmMPLinearAdapter(Kernel):
         self.takes_gidx = "w_gidx_param_name" in inspect.signature(vllm_cls.__init__).parameters
         self._launch: dict = {}
         self._launches: dict = {}
+        self._capture_layers: dict = {}  # (config, target) -> the loaded layer launch() captures calls on
         self._gates: dict = {}
         self.op = None
         self._expose_op()
@@ -521,7 +542,8 @@ class VllmMPLinearAdapter(Kernel):
         """What vLLM's wrapper launches for M rows on `target`, read off a real call (vLLM's own tile choice, made
         under its platform for the target): load a small seeded checkpoint of `config`, apply on zeros with the
         Triton launch recorded, not run (conformance.core.launch_capture). Path: the Triton kernel's name
-        ("triton_w4a16_gemm", the hybrid's "skinny"), or "gemv_hip" where the hybrid sends M to its HIP GEMV.
+        ("triton_w4a16_gemm", the hybrid's "triton_w4a16_skinny_fmt", "+packed_dequant" where its wrapper sets
+        PACKED_DEQUANT: `launch_path`), or "gemv_hip" where the hybrid sends M to its HIP GEMV.
         None for kernels that are not Triton code, or where the gate refuses."""
         if self.route not in ("triton", "hybrid") or self.can_implement(config, target) is not None:
             return None
@@ -532,17 +554,34 @@ class VllmMPLinearAdapter(Kernel):
             self._launches[key] = self._capture(config, M, target)
         return self._launches[key]
 
+    def route_path(self) -> str:
+        """The path of the Triton kernel this class's dispatch reaches for a Triton call (the hybrid's skinny-format
+        kernel above its GEMV rows; TritonW4A16's GEMM), named as `launch_path` names it."""
+        jits = (HYBRID_TRITON,) if self.route == "hybrid" else KERNEL_OPS.get(self.vllm_cls.__name__, (None, ()))[1]
+        return "+".join(program_path(j) for j in jits) or "no_launch"
+
     def _capture(self, config, M, target):
+        """The launch, read off a real call. Where vLLM's own wrapper raises before it launches (the hybrid's shape
+        assertion on a symmetric GPTQ layer's qzeros when N/8 != G: docs/shipped-bugs.md), the call still takes the
+        route's Triton path: the Launch names it with no tiles or programs, so the plan gives that cell a case (which
+        fails, loudly, as vLLM does) instead of the plan failing to build."""
         from conformance.core.kernel import RunContext
         from conformance.core.launch_capture import capture_programs, checkpoint_for
 
         ctx = RunContext(target, "cpu", "interpreter")
-        ops = self.load(checkpoint_for(config), ctx)
+        # one load per (config, target): the plan's path probe asks up to ~15 M of one config, and the load (vLLM's
+        # process_weights_after_loading) is most of a capture; apply reads the layer, never writes it
+        layer_key = (config, str(target))
+        if layer_key not in self._capture_layers:
+            self._capture_layers[layer_key] = self.load(checkpoint_for(config), ctx)
+        ops = self._capture_layers[layer_key]
         x = torch.zeros((M, config.K), dtype=torch_dtype(config.dtype))
-        progs = capture_programs(lambda: self.apply(ops, x, ctx))
+        try:
+            progs = capture_programs(lambda: self.apply(ops, x, ctx))
+        except AssertionError as e:  # vLLM's wrapper refused the call's operands (its asserts): raised, not launched
+            return Launch(self.route_path(), key=(self.name, "raises", f"AssertionError: {e}"))
         tiles = {n: v for p in progs for n, v in p.constexprs if n.startswith("BLOCK_")}
-        path = "+".join(p.name.rsplit(".", 1)[-1].strip("_").removesuffix("_kernel") for p in progs) or "no_launch"
-        return Launch(path, tiles, key=(self.name, tuple(p.key for p in progs)), programs=progs)
+        return Launch(launch_path(progs), tiles, key=(self.name, tuple(p.key for p in progs)), programs=progs)
 
     # ---- load / apply ----
     def load(self, ckpt, ctx=None):

@@ -69,6 +69,10 @@ out["cases"] = {}
 for name, (cid, t) in cases.items():
     v = run_case(parse_case_id(cid), target=t, record=False)
     out["cases"][name] = {"outcome": v.outcome, "run_mode": v.run_mode, "detail": v.detail[:400]}
+from conformance.cases import plan
+out["hybrid_paths"] = {t: sorted({r.path for tier in ("exact", "statistical")
+                                  for r in plan.build_plan("vllm_rdna_hybrid_w4a16", t, tier, seed=0).rows})
+                       for t in ("gfx1100", "gfx1151")}
 tk = get_kernel("vllm_triton_w4a16")
 out["op"] = str(tk.op)
 out["launch"] = tk.launch_config()
@@ -195,3 +199,11 @@ def test_symmetric_gptq_qzeros_reach_the_hybrid_kernel(probe):
 def test_vllms_custom_op_is_exposed_with_its_launch(probe):
     assert probe["op"] == "vllm.triton_w4a16_gemm.default"
     assert probe["launch"]["path"] == "triton" and probe["launch"]["BLOCK_K"] <= 32
+
+
+def test_the_hybrids_plan_builds_and_names_every_path(probe):
+    # the plan's path probe asks launch() of symmetric GPTQ layers, on which vLLM's hybrid asserts (N/8 != G): the
+    # plan still builds; gfx1151's fp16 symmetric layers take the PACKED_DEQUANT code path, named as a path
+    p = probe["hybrid_paths"]
+    assert p["gfx1100"] == ["gemv_hip", "triton_w4a16_skinny_fmt"], p
+    assert p["gfx1151"] == ["gemv_hip", "triton_w4a16_skinny_fmt", "triton_w4a16_skinny_fmt+packed_dequant"], p
