@@ -124,17 +124,6 @@ class GemLiteA16W4(Kernel):
     def availability(self, target):
         return cuda_availability(target)
 
-    def launch(self, config, M, target):
-        """The path GemLite's forward takes for M rows: its own `gemlite.core.get_matmul_type(M, 4)` (0.6:
-        "GEMV_REVSPLITK" up to M = 4, "GEMM_SPLITK" below 64, "GEMM" above), lower case. Each is its own Triton
-        program reading the packed W_q / scales / zeros its own way. Its tiles are autotuned at run time, so none
-        are declared; None where the gate refuses."""
-        if self.can_implement(config, target) is not None:
-            return None
-        from gemlite.core import get_matmul_type
-
-        return Launch(get_matmul_type(M, 4).lower())
-
     def run_mode(self, target):
         return "device"
 
@@ -165,12 +154,15 @@ class GemLiteA16W4(Kernel):
         return lin(x)
 
     def launch(self, config, M, target):
-        """What GemLite launches for M rows on `target`, read off a real call under gemlite imported for that target
-        (conformance.adapters.gemlite_target: its dispatch on M, its NVIDIA or AMD config table, its pruner for the
-        target's shared memory): a small seeded checkpoint packed by A16Wn on the CPU, applied on zeros with the
-        launches recorded. An autotuned kernel launches every config the pruner leaves (the autotuner's pick is a
-        timing on the hardware). Autotune mode: $CONFORMANCE_GEMLITE_AUTOTUNE, else GemLite's own. None where the
-        gate refuses or the target is not a GPU target with a limits row."""
+        """What GemLite launches for M rows on `target`. The path is the program its own dispatch picks,
+        `gemlite.core.get_matmul_type(M, 4)` in lower case (0.6: gemv_revsplitk up to M = 4, gemm_splitk below 64,
+        gemm above; each reads the packed W_q / scales / zeros its own way), so the plan crosses each with the
+        formats. The programs are read off a real call under gemlite imported for that target
+        (conformance.adapters.gemlite_target: its NVIDIA or AMD config table, its pruner for the target's shared
+        memory): a small seeded checkpoint packed by A16Wn on the CPU, applied on zeros with the launches recorded.
+        An autotuned kernel launches every config the pruner leaves (the autotuner's pick is a timing on the
+        hardware). Autotune mode: $CONFORMANCE_GEMLITE_AUTOTUNE, else GemLite's own. None where the gate refuses or
+        the target is not a GPU target with a limits row. Cached per (config, M, arch, autotune mode)."""
         from conformance.core.target_limits import TABLE
 
         if self.can_implement(config, target) is not None or target.arch not in TABLE:
@@ -178,23 +170,30 @@ class GemLiteA16W4(Kernel):
         key = (config, M, target.arch, os.environ.get(AUTOTUNE_ENV))
         cache = self.__dict__.setdefault("_launches", {})
         if key not in cache:
-            cache[key] = self._capture(config, M, target)
+            cache[key] = self._launch_for(config, M, target)
         return cache[key]
 
-    def _capture(self, config, M, target):
+    def _launch_for(self, config, M, target):
+        from conformance.adapters import gemlite_target
+
+        with gemlite_target.for_target(target, os.environ.get(AUTOTUNE_ENV) or None):
+            from gemlite.core import get_matmul_type
+
+            path = get_matmul_type(M, 4).lower()
+            progs = self._programs(config, M, target)
+        return Launch(path, {"M": M, "configs": len(progs)}, key=(self.name, path, tuple(p.key for p in progs)),
+                      programs=progs)
+
+    def _programs(self, config, M, target) -> list:
+        """The Triton programs one call launches (inside gemlite_target.for_target(target))."""
         from conformance.adapters import gemlite_target
         from conformance.core.kernel import RunContext
-        from conformance.core.launch import Launch
         from conformance.core.launch_capture import checkpoint_for
 
         ctx = RunContext(target, "cpu", "interpreter")
-        with gemlite_target.for_target(target, os.environ.get(AUTOTUNE_ENV) or None):
-            lin = GemLiteA16W4.load(self, checkpoint_for(config), ctx)
-            x = torch.zeros((M, config.K), dtype=torch_dtype(config.dtype))
-            progs = gemlite_target.capture(lambda: self.apply(lin, x, ctx))
-        names = dict.fromkeys(p.name.rsplit(".", 1)[-1].removesuffix("_kernel") for p in progs)
-        return Launch("+".join(names) or "no_launch", {"M": M, "configs": len(progs)},
-                      key=(self.name, tuple(p.key for p in progs)), programs=progs)
+        lin = GemLiteA16W4.load(self, checkpoint_for(config), ctx)
+        x = torch.zeros((M, config.K), dtype=torch_dtype(config.dtype))
+        return gemlite_target.capture(lambda: self.apply(lin, x, ctx))
 
     def model(self, lin, x, ctx=None):
         """fma(q, s, zeros) from the module's packed operands, rounded once to the act dtype, fp32 GEMM."""
