@@ -1,7 +1,7 @@
 // Minimal hip_bf16.h for device-only compiles: ROCm 6's __hip_bfloat16 (one unsigned short `data`) and
 // __hip_bfloat162 (members x, y), float conversion rounding to nearest even as ROCm's __float2bfloat16 does.
 #pragma once
-#include "hip_runtime.h"
+#include <hip/hip_runtime.h>
 
 struct __hip_bfloat16 {
   unsigned short data;

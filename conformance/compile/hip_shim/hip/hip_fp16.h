@@ -2,7 +2,7 @@
 // two-lane _Float16 vector, 4 bytes, convertible to it so __builtin_amdgcn_fdot2 takes it as ROCm's does).
 // benchmarks/probes/hip_shim_layout.py checks sizes, alignments and member offsets against ROCm's header.
 #pragma once
-#include "hip_runtime.h"
+#include <hip/hip_runtime.h>
 
 typedef _Float16 __shim_f16x2 __attribute__((ext_vector_type(2)));
 

@@ -34,7 +34,6 @@ struct alignas(16) int4 {
   };
 };
 typedef struct ihipStream_t* hipStream_t;
-typedef hipStream_t cudaStream_t;
 typedef int hipError_t;
 // clang lowers `k<<<grid, block, shmem, stream>>>(...)` to a call of this function (HIP's launch ABI).
 extern "C" __host__ hipError_t __hipPushCallConfiguration(dim3 grid, dim3 block, size_t shmem = 0,

@@ -4,7 +4,9 @@
 #pragma once
 #include <cstdint>
 #include <initializer_list>
-#include "hip/hip_runtime.h"
+#include <hip/hip_runtime.h>
+
+typedef hipStream_t cudaStream_t;  // a ROCm build of torch names HIP streams with CUDA's spelling
 
 namespace c10 {
 enum class ScalarType { Half, BFloat16, Float, Int };
