@@ -60,7 +60,7 @@ def main(argv=None) -> int:
     from conformance.compile import hip_driver, lane
     from conformance.core import registry
 
-    ident = code_identity()
+    ident = code_identity(Path(__file__).resolve().parents[1])  # this checkout, not the installed copy
     registry.load_all()
     hip_driver.configure(vllm_src=args.vllm_src)
     clang, why = hip_driver.find_clang()

@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     from conformance.compile import hip_driver
     from conformance.core.target_limits import limits
 
-    ident = code_identity()
+    ident = code_identity(Path(__file__).resolve().parents[2])  # this checkout, not the installed conformance_bench
     clang, why = hip_driver.find_clang()
     if clang is None:
         raise SystemExit(why)
