@@ -53,7 +53,7 @@ DEVICE_LIBS = ("ockl", "oclc_wavefrontsize64_off", "oclc_abi_version_400", "oclc
 
 
 def _clang(clang, args, src, out) -> None:
-    p = subprocess.run([clang, "-x", "hip", "--cuda-device-only", "-O3", "-S", "-std=c++17", *args, str(src), "-o",
+    p = subprocess.run([*clang, "-x", "hip", "--cuda-device-only", "-O3", "-S", "-std=c++17", *args, str(src), "-o",
                         str(out)], capture_output=True, text=True, timeout=600)
     if p.returncode:
         raise SystemExit(f"clang failed: {' '.join(args)}\n{p.stderr[-2000:]}")

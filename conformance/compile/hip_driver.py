@@ -18,8 +18,10 @@ their bodies with `#if defined(__gfx1100__)`, so for gfx1151 / gfx1201 they comp
 (docs/shipped-bugs.md).
 
 Where things come from (first found wins):
-- clang: `$CONFORMANCE_HIP_CLANG`, else clang-20, clang-19, clang on PATH, the first whose `--print-targets` lists
-  amdgcn (Debian: `apt-get install clang-19 lld-19`; gfx950 needs LLVM 20).
+- clang: `$CONFORMANCE_HIP_CLANG` (a name on PATH, or `ziglang`), else clang-20, clang-19, clang on PATH, else the
+  clang of the `ziglang` wheel (`pip install ziglang`: LLVM 22), the first whose `--print-targets` lists amdgcn
+  (Debian: `apt-get install clang-19 lld-19`; gfx950 needs LLVM 20). Resources depend on the LLVM version: a record
+  carries its compiler's version line.
 - vLLM's source tree (a directory holding csrc/rocm/): `configure(vllm_src=DIR)` (`compile --vllm-src DIR`),
   `$CONFORMANCE_VLLM_SRC`, else `<cache>/hip/vllm-0.33.0` (conformance.core.tree.cache_dir), e.g. the unpacked
   `vllm-0.33.0.tar.gz` from PyPI.
@@ -35,6 +37,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -46,6 +49,7 @@ ENV_SRC = "CONFORMANCE_VLLM_SRC"
 ENV_CLANG = "CONFORMANCE_HIP_CLANG"
 VLLM_VERSION = "0.33.0"
 CLANG_CANDIDATES = ("clang-20", "clang-19", "clang")
+ZIGLANG = "ziglang"  # the last candidate, or $CONFORMANCE_HIP_CLANG=ziglang: the clang bundled by that PyPI wheel
 FLAGS = ("-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", "-O3", "-S", "-std=c++17")
 NAME_PREFIX = "vllm_hip."
 CACHE_VERSION = 1
@@ -117,37 +121,55 @@ def home_target(kernel, target):
 
 # ---- the compiler and the source --------------------------------------------------------------------------------
 
-def find_clang() -> tuple[str | None, str]:
-    """(path of a clang with the AMDGPU backend, or None; the reason when None)."""
+def find_clang() -> tuple[tuple | None, str]:
+    """(the command that runs a clang with the AMDGPU backend, e.g. ("/usr/bin/clang-19",), or None; the reason
+    when None)."""
     return _find_clang(os.environ.get(ENV_CLANG), os.environ.get("PATH", ""))
 
 
+def _ziglang() -> tuple | None:
+    """The clang inside the `ziglang` wheel (`python -m ziglang clang`: LLVM 22 in ziglang 0.17.1, every target
+    built in), with its own builtin headers; None when the package is not installed."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("ziglang")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    lib = Path(next(iter(spec.submodule_search_locations))) / "lib"
+    return (sys.executable, "-m", "ziglang", "clang", "-resource-dir", str(lib))
+
+
 @functools.lru_cache(maxsize=8)
-def _find_clang(forced: str | None, _path: str) -> tuple[str | None, str]:
-    names = [forced] if forced else list(CLANG_CANDIDATES)
+def _find_clang(forced: str | None, _path: str) -> tuple[tuple | None, str]:
+    names = [forced] if forced else [*CLANG_CANDIDATES, ZIGLANG]
     tried = []
     for name in names:
-        path = shutil.which(name)
-        if path is None:
+        if name == ZIGLANG:
+            cmd = _ziglang()
+        else:
+            path = shutil.which(name)
+            cmd = (path,) if path else None
+        if cmd is None:
             tried.append(f"{name}: not found")
             continue
         try:
-            out = subprocess.run([path, "--print-targets"], capture_output=True, text=True, timeout=30).stdout
+            out = subprocess.run([*cmd, "--print-targets"], capture_output=True, text=True, timeout=60).stdout
         except (OSError, subprocess.SubprocessError) as e:
             tried.append(f"{name}: {type(e).__name__}")
             continue
         if re.search(r"^\s*amdgcn\b", out, re.M):
-            return path, ""
+            return cmd, ""
         tried.append(f"{name}: no amdgcn target")
     where = f"${ENV_CLANG}={forced}" if forced else "PATH"
     return None, (f"no clang with the AMDGPU backend on {where} ({'; '.join(tried)}); install one: "
-                  "apt-get install clang-19 lld-19")
+                  "apt-get install clang-19 lld-19, or pip install ziglang")
 
 
 @functools.lru_cache(maxsize=8)
-def clang_version(clang: str) -> str:
-    out = subprocess.run([clang, "--version"], capture_output=True, text=True, timeout=30).stdout
-    return out.splitlines()[0].strip() if out else "unknown"
+def clang_version(clang: tuple) -> str:
+    out = subprocess.run([*clang, "--version"], capture_output=True, text=True, timeout=60).stdout
+    first = out.splitlines()[0].strip() if out else "unknown"
+    return f"{first} (ziglang)" if ZIGLANG in clang else first
 
 
 def vllm_source() -> tuple[Path | None, str]:
@@ -214,7 +236,7 @@ def compile_unit(src: Path, arch: str, *, defines: tuple = (), cache: bool = Tru
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory() as d:
         out = Path(d) / "k.s"
-        cmd = [clang, *FLAGS, f"--offload-arch={arch}", "-I", str(SHIM_DIR), "-I", str(src.parent),
+        cmd = [*clang, *FLAGS, f"--offload-arch={arch}", "-I", str(SHIM_DIR), "-I", str(src.parent),
                *(f"-D{x}" for x in defines), str(src), "-o", str(out)]
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         asm = out.read_text(encoding="utf-8") if p.returncode == 0 and out.is_file() else ""
