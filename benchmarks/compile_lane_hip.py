@@ -1,7 +1,7 @@
 """Record the compile lane's HIP results in benchmarks/results/compile_lane.json under its `hip` key, leaving every
 other key (the Triton records of benchmarks/compile_lane.py) as it is.
 
-    python -m conformance_bench.compile_lane_hip --vllm-src DIR [--out benchmarks/results/compile_lane.json]
+    python -m conformance_bench.compile_lane_hip --vllm-src DIR [--also-clang ziglang] [--out FILE]
 
 Compiles (cold: a fresh cache) what rdna3_w4a16 launches for the suite's cases (plan, catalogue, regressions) on
 gfx1100, gfx1151 and gfx1201 with conformance/compile/hip_driver.py, and, for the targets where vLLM's source
@@ -48,10 +48,41 @@ def _lifted(records: list) -> list:
     return out
 
 
+def _verdicts(records: list) -> dict:
+    out: dict = {}
+    for r in records:
+        out.setdefault(r["target"], {}).setdefault(r["verdict"], 0)
+        out[r["target"]][r["verdict"]] += 1
+    return out
+
+
+def _other_compiler(name: str, seed: int, records: list) -> dict:
+    """The lane again with another clang: its version, verdicts, and the compiles whose verdict differs."""
+    from conformance.compile import hip_driver, lane
+    from conformance.core import registry
+
+    os.environ[hip_driver.ENV_CLANG] = name
+    try:
+        clang, why = hip_driver.find_clang()
+        if clang is None:
+            return {"name": name, "skipped": why}
+        res = lane.run_lane([registry.get_kernel(KERNEL)], list(TARGETS), seed=seed)
+    finally:
+        del os.environ[hip_driver.ENV_CLANG]
+    first = {r["id"]: r for r in records}
+    differ = [{"id": r["id"], "verdict": r["verdict"], "first": first[r["id"]]["verdict"], "message": r["message"]}
+              for r in res["records"] if r["id"] in first and first[r["id"]]["verdict"] != r["verdict"]]
+    return {"name": name, "compiler": hip_driver.clang_version(clang), "verdicts": _verdicts(res["records"]),
+            "differ": differ}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vllm-src", required=True, metavar="DIR", help="vLLM 0.33.0 source tree (holds csrc/rocm/)")
     ap.add_argument("--out", default="benchmarks/results/compile_lane.json")
+    ap.add_argument("--also-clang", default=None, metavar="NAME",
+                    help="run the lane again with this compiler ($CONFORMANCE_HIP_CLANG's values, e.g. ziglang) and "
+                         "record its verdicts and every compile whose verdict differs")
     args = ap.parse_args(argv)
 
     from conformance_bench.provenance import code_identity
@@ -75,10 +106,8 @@ def main(argv=None) -> int:
         result = lane.run_lane([registry.get_kernel(KERNEL)], list(TARGETS), seed=seed)
         wall = round(time.perf_counter() - t0, 1)
         lifted = _lifted(result["records"])
-    verdicts: dict = {}
-    for r in result["records"]:
-        verdicts.setdefault(r["target"], {}).setdefault(r["verdict"], 0)
-        verdicts[r["target"]][r["verdict"]] += 1
+        other = _other_compiler(args.also_clang, seed, result["records"]) if args.also_clang else None
+    verdicts = _verdicts(result["records"])
     section = {
         "commit": ident["commit"], "tree_clean": ident["clean"],
         "command": (f"python -m conformance_bench.compile_lane_hip --vllm-src DIR (DIR: vllm-{hip_driver.VLLM_VERSION}"
@@ -90,7 +119,7 @@ def main(argv=None) -> int:
                    "sha256": hashlib.sha256(src.read_bytes()).hexdigest()},
         "seed": seed, "wall_s": wall, "table": result["kernels"], "verdicts": verdicts,
         "skipped": result["skipped"], "launch_errors": result["errors"], "records": result["records"],
-        "guard_lifted": lifted,
+        "guard_lifted": lifted, "other_compiler": other,
         "note": ("gfx1151 / gfx1201 take gfx1100's launches (the gate refuses them; vLLM's CMake builds the source "
                  "for every arch of a list that holds gfx1100). empty-kernel: the compiled kernel is s_endpgm alone "
                  "(docs/shipped-bugs.md). guard_lifted: the same programs compiled with -D" + LIFT + "."),
@@ -104,6 +133,9 @@ def main(argv=None) -> int:
         print(f"{t}: {v}")
     for r in lifted:
         print(f"guard lifted: {r['verdict'].upper()} {r['target']} {r['key']} {r['message']}")
+    if other:
+        print(f"{args.also_clang}: {other.get('compiler')} {other.get('verdicts') or other.get('skipped')}; "
+              f"{len(other.get('differ', []))} verdicts differ")
     print(f"hip: {len(result['records'])} compiles in {wall} s; wrote the hip key of {path}")
     return 0
 
