@@ -197,17 +197,24 @@ def _w4a16_dequant_kernel(
              mask=(offs_k < K)[:, None] & (offs_n < N)[None, :])
 
 
-@triton.jit
+REDUCE_BLOCK_M, REDUCE_BLOCK_N = 16, 128  # the split-K reduce's blocks: 2048 fp32 values, 16 per thread at 4 warps
+
+
+# One program for every split count and shape: the split count is a runtime loop bound and M is not specialized
+# (neither changes the code), and the blocks are fixed (REDUCE_BLOCK_M x REDUCE_BLOCK_N), so a CI run compiles this
+# kernel once per act dtype and N class instead of once per (split count, M, N) combination its cases meet (on an
+# H200 the CI plan's cases made 19-29 reduce variants per kernel, each a fresh ~0.4 s compile).
+@triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def _splitk_reduce_kernel(
-    ws_ptr, c_ptr, M, N, stride_ws, stride_wm, stride_wn, stride_cm, stride_cn,
-    SPLIT_K: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    ws_ptr, c_ptr, M, N, stride_ws, stride_wm, stride_wn, stride_cm, stride_cn, SPLIT_K,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     """c = sum over splits of the fp32 workspace, in split order (deterministic), cast once."""
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask = (offs_m[:, None] < M) & (offs_n[None, :] < N)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for sk in tl.static_range(SPLIT_K):
+    for sk in range(SPLIT_K):
         acc += tl.load(ws_ptr + sk * stride_ws + offs_m[:, None] * stride_wm + offs_n[None, :] * stride_wn,
                        mask=mask, other=0.0)
     tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
@@ -658,11 +665,9 @@ def describe_launch(M: int, N: int, K: int, group_size: int, zp_bias: int, has_z
                 dict(num_warps=cfg.num_warps, num_stages=cfg.num_stages)))
             path = "dot" if cfg.use_dot else "gemv"
     if splits > 1 and not cfg.dequant_mm:
-        rbm = min(16, next_power_of_2(M))
-        rbn = min(next_power_of_2(N), max(64, 2048 // rbm))
         progs.append(triton_program(_splitk_reduce_kernel, dict(
             ws_ptr=Ptr("float32"), c_ptr=act, M=M, N=N, stride_ws=M * N, stride_wm=N, stride_wn=1, stride_cm=N,
-            stride_cn=1, SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn), dict(num_warps=4)))
+            stride_cn=1, SPLIT_K=splits, BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N), dict(num_warps=4)))
         path += "+splitk"
     tiles = dict(block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k, split_k=splits,
                  num_warps=cfg.num_warps, num_stages=cfg.num_stages, swap_ab=cfg.swap_ab and cfg.use_dot,
@@ -901,11 +906,9 @@ def _launch_planar(x, b_planar, scales, zeros_act, group_size: int, zp_bias: int
 
 def _reduce_splits(c: torch.Tensor, out: torch.Tensor, M: int, N: int, splits: int) -> None:
     # the reduction is a pure stream over the workspace: its own tile, ~2048 elements a program
-    rbm = min(16, next_power_of_2(M))
-    rbn = min(next_power_of_2(N), max(64, 2048 // rbm))
-    _splitk_reduce_kernel[(cdiv(M, rbm), cdiv(N, rbn))](
-        c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1),
-        SPLIT_K=splits, BLOCK_M=rbm, BLOCK_N=rbn, num_warps=4,
+    _splitk_reduce_kernel[(cdiv(M, REDUCE_BLOCK_M), cdiv(N, REDUCE_BLOCK_N))](
+        c, out, M, N, c.stride(0), c.stride(1), c.stride(2), out.stride(0), out.stride(1), splits,
+        BLOCK_M=REDUCE_BLOCK_M, BLOCK_N=REDUCE_BLOCK_N, num_warps=4,
     )
 
 

@@ -142,6 +142,13 @@ class CanonicalWeight:
         zs = self.zero_term(float_zero_dtype is not None).to(zero_dtype).to(torch.float64)  # the first rounding
         return ((self.q.to(torch.float64) - offset) * s[g] + zs[g]).to(dtype)  # fma: one rounding of the exact sum
 
+    def to(self, device) -> CanonicalWeight:
+        """The same weight with every tensor on `device` (validated again there)."""
+        def move(t):
+            return None if t is None else t.to(device)
+        return CanonicalWeight(move(self.q), move(self.scales), move(self.zeros), move(self.g_idx), self.group_size,
+                               self.wtype)
+
     def zero_term(self, float_zero: bool = False) -> torch.Tensor:
         """The exact zero term a two-rounding dequant rounds first, fp64 [G, N]: -z * s (GemLite's fma(q, s, -z*s)),
         or with float_zero (8 - z) * s, torch int4pack's z_f in W = (q - 8) * s + z_f."""

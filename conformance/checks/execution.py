@@ -230,6 +230,15 @@ class Execution:
         return "cpu" if self.mode == "model" else kernel_device()
 
     @property
+    def reference_device(self) -> str:
+        """Where a family computes the fp64 reference and the tolerance model's products: the GPU the kernel runs on,
+        else the CPU. The same fp64 operations give the same values there (the exact tier's sums are exact in any
+        order, each cast rounds once the same way; tests/unit/test_reference_device.py compares both on a GPU),
+        and they cost milliseconds there instead of about a second of one host core per statistical case at
+        M = N = K = 1024, with 16 workers sharing the host."""
+        return self.device
+
+    @property
     def ctx(self) -> RunContext:
         """The RunContext an API v2 kernel receives: target, device, run mode."""
         from conformance.core.targets import detect_target

@@ -277,6 +277,9 @@ class W4A16Family(Family):
         same, note = ex.determinism(operands, xd, y, config, case.M)
         num = kernel.numerics(config, case.M)
         tol = ex.tolerance
+        rd = ex.reference_device  # the fp64 products where they are cheap (Execution.reference_device)
+        if rd != "cpu":
+            x, w, y = x.to(rd), w.to(rd), y.to(rd)
         # the exact tier holds while every partial sum fits the declared accumulators at this M; past that (e.g.
         # fp16 partials at small M) the declared error model judges the case, and the detail says so
         inexact = (exact_limit_reason(num, case.weight_type, case.K, case.M, case.regime) if case.tier == "exact"
