@@ -25,6 +25,12 @@ from ._w4a16_common import _codecs, sorted_g_idx_is_contiguous
 
 GATED_ARCH = "gfx1100"
 SPLIT_K = 256  # BLOCK_KN_SIZE of the scalar HIP kernel: K rows per atomically-added partial
+# vLLM 0.33.0's csrc/rocm/q_gemm_rdna3.cu, the launcher the compile lane builds (conformance/compile/hip_driver.py)
+HIP_SOURCE = "csrc/rocm/q_gemm_rdna3.cu"
+HIP_THREADS = 256  # THREADS_X: the block size of both kernels of the scalar path
+HIP_TILE_M = 64  # rows per launch of launch_gemm_q4_deterministic
+WMMA_MIN_M = 12  # gptq_gemm_rdna3 sends M >= 12 (K, N multiples of 16) to q_gemm_rdna3_wmma.cu
+HIP_TYPES = {"float16": "__half", "bfloat16": "__hip_bfloat16"}
 OP_NAMESPACES = ("_rocm_C", "_C")  # newer vLLM registers it in _rocm_C, older in _C
 
 
@@ -42,6 +48,29 @@ def hip_op():
 def op_takes_g_idx(op) -> bool:
     """True for the 6-argument schema (a, b_q_weight, b_qzeros, b_scales, b_g_idx, use_v2_format)."""
     return any(a.name == "b_g_idx" for a in op.default._schema.arguments)
+
+
+def mcount_for_rows(rows: int) -> int:
+    """The M_COUNT template the HIP launcher picks for a row tile (q_gemm_rdna3.cu `mcount_for_rows`)."""
+    return 1 if rows == 1 else 2 if rows <= 3 else 4 if rows <= 7 else 8
+
+
+def hip_programs(config, M: int) -> tuple:
+    """The HIP kernels vLLM 0.33.0's `gptq_gemm_rdna3` launches for one call on the scalar path (M < 12):
+    `gemm_q4_kernel_rdna3<T, M_COUNT>` per 64-row tile and, for bf16 with K split (K > 256), the fixed-order
+    `reduce_partials_rdna3<T>`. () for the WMMA path (M >= 12 with K and N multiples of 16: another translation
+    unit, not compiled by the lane)."""
+    from conformance.compile.hip_driver import hip_program
+
+    if M >= WMMA_MIN_M and config.K % 16 == 0 and config.N % 16 == 0:
+        return ()
+    T = HIP_TYPES[config.dtype]
+    mcounts = sorted({mcount_for_rows(min(HIP_TILE_M, M - r0)) for r0 in range(0, M, HIP_TILE_M)})
+    progs = [hip_program(HIP_SOURCE, "vllm::gptq_rdna3::gemm_q4_kernel_rdna3", (("T", T), ("M_COUNT", m)),
+                         HIP_THREADS) for m in mcounts]
+    if config.dtype == "bfloat16" and -(-config.K // SPLIT_K) > 1:
+        progs.append(hip_program(HIP_SOURCE, "vllm::gptq_rdna3::reduce_partials_rdna3", (("T", T),), HIP_THREADS))
+    return tuple(progs)
 
 
 @dataclass
@@ -65,6 +94,9 @@ class RDNA3W4A16(Kernel):
     priority = 30
     deterministic = False  # split-K partials are CAS-atomically added in the act dtype (vllm#50603)
     exact_tier_max_k = SPLIT_K  # above one split, partials are rounded to the act dtype before they are added
+    # vLLM's CMake builds the HIP source into _rocm_C whenever gfx1100 is in the build's arch list, for every arch of
+    # that list: the compile lane compiles this kernel's gfx1100 launches for the other RDNA targets too
+    hip_build_home = GATED_ARCH
     gate_summary = ("ROCm gfx1100 only (garbage on gfx1151: lemonade-sdk/vllm-rocm#24); uint4b8 only; group > 0;"
                     " K%group; N%8; fp16/bf16; act-order via q_perm")
 
@@ -113,11 +145,11 @@ class RDNA3W4A16(Kernel):
         return torch.float32, SPLIT_K, act_dtype(config.dtype)
 
     def launch(self, config, M: int, target) -> Launch | None:
-        """vLLM's HIP GPTQ kernel `gptq_gemm_rdna3` ("hip_gptq_rdna3"): no Triton program; the compile lane builds
-        its HIP source with clang (conformance/compile/hip.py)."""
+        """vLLM's HIP GPTQ kernel `gptq_gemm_rdna3` ("hip_gptq_rdna3"): its HIP kernels (`hip_programs`), which the
+        compile lane builds from vLLM's source with clang (conformance/compile/hip_driver.py)."""
         if self.can_implement(config, target) is not None:
             return None
-        return Launch("hip_gptq_rdna3", dict(split_k=SPLIT_K))
+        return Launch("hip_gptq_rdna3", dict(split_k=SPLIT_K), programs=hip_programs(config, M))
 
     def load(self, source, config=None):
         """Checkpoint -> RDNA3Operands (the kernel's prep: exllama shuffle, v1 zeros, act-dtype scales)."""

@@ -29,6 +29,8 @@ def add_arguments(p) -> None:
     p.add_argument("--baseline-target", default=None, metavar="T",
                    help="also print and record what differs on each target from this one")
     p.add_argument("--no-cache", action="store_true", help="compile everything again (the cache is not read)")
+    p.add_argument("--vllm-src", default=None, metavar="DIR",
+                   help="vLLM 0.33.0 source tree for the HIP kernels (default: $CONFORMANCE_VLLM_SRC, else the cache)")
 
 
 def _split(text: str | None) -> list[str]:
@@ -66,6 +68,10 @@ def run(args) -> int:
         limits(base.arch)
         if base not in targets:
             targets.append(base)
+    if args.vllm_src is not None:
+        from conformance.compile import hip_driver
+
+        hip_driver.configure(vllm_src=args.vllm_src)
     kernels = lane.lane_kernels(_split(args.kernels) or None)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -80,7 +86,7 @@ def run(args) -> int:
     wall = round(time.perf_counter() - t0, 1)
     doc = {"seed": seed, "seed_source": source, "profile": args.profile, "sets": list(sets),
            "targets": [t.arch for t in targets], "wall_s": wall, "kernels": result["kernels"],
-           "launch_errors": result["errors"], "records": result["records"]}
+           "launch_errors": result["errors"], "skipped": result["skipped"], "records": result["records"]}
     if base is not None:
         doc["baseline"] = [diff(result["records"], t.arch, base.arch, result["kernels"]) for t in targets
                            if t != base]
@@ -93,6 +99,8 @@ def run(args) -> int:
         print(diff_text(d))
     for e in result["errors"]:
         print(f"LAUNCH ERROR {e}")
+    for line in result["skipped"]:
+        print(f"SKIP {line}")
     n = len(result["records"])
     print(f"compile: {n - len(failed)} of {n} compiles pass on {len(targets)} targets in {wall} s; "
           f"{out / 'compile.json'}")

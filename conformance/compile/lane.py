@@ -23,6 +23,7 @@ a second run of an unchanged tree compiles nothing.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -37,7 +38,7 @@ from conformance.core.targets import Target, parse_target
 from references.errors import InvalidInput, require
 
 SETS = ("plan", "catalogue", "regressions")
-VERDICTS = ("pass", "compile-error", "resource-fail")
+VERDICTS = ("pass", "compile-error", "resource-fail", "empty-kernel")
 CACHE_VERSION = 2  # bump when a record's meaning changes
 ID_PREFIX = "compile/"
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_ID, EXIT_CANNOT = 0, 1, 2, 125
@@ -138,13 +139,17 @@ def _cache_file(program: Program, arch: str):
 
 
 def compile_spec(spec: Spec, *, cache: bool = True) -> dict:
-    """The record of one spec: compiled (or read from the cache) and judged against its target's limits."""
+    """The record of one spec: compiled (or read from the cache) and judged against its target's limits. A HIP
+    program (conformance/compile/hip_driver.py) is compiled by clang; one that writes no global memory is an
+    `empty-kernel`."""
+    from conformance.compile import hip_driver
     from conformance.compile.resources import judge
     from conformance.compile.triton_driver import compile_program
 
     lim = limits(spec.target.arch)
-    path = _cache_file(spec.program, lim.arch) if cache else None
-    raw, cached = None, False
+    hip = hip_driver.is_hip(spec.program)
+    path = _cache_file(spec.program, lim.arch) if cache and not hip else None
+    raw, cached = (hip_driver.compile_program(spec.program, lim, cache=cache), False) if hip else (None, False)
     if path is not None and path.is_file():
         try:
             raw, cached = json.loads(path.read_text(encoding="utf-8")), True
@@ -160,6 +165,9 @@ def compile_spec(spec: Spec, *, cache: bool = True) -> dict:
     if raw["ok"]:
         verdict, message, occ, warns = judge(raw["resources"], lim, spec.program)
         res = dict(raw["resources"], occupancy=occ, warnings=warns)
+        empty = hip_driver.empty_reason(res, lim.arch)
+        if empty:
+            verdict, message = "empty-kernel", empty
     else:
         verdict, message, res = "compile-error", raw["message"], None
     return {"kernel": spec.kernel, "target": lim.arch, "key": record_key(spec.program), "verdict": verdict,
@@ -167,7 +175,7 @@ def compile_spec(spec: Spec, *, cache: bool = True) -> dict:
             "program": spec.program.name, "path": "/".join(sorted(spec.paths)), "tiles": dict(spec.launch.tiles),
             "constexprs": {k: _plain(v) for k, v in spec.program.constexprs},
             "options": dict(spec.program.options), "cases": spec.cases, "seconds": raw.get("seconds"),
-            "cached": cached}
+            "cached": raw.get("cached", cached), **({"compiler": raw["compiler"]} if "compiler" in raw else {})}
 
 
 def _plain(v):
@@ -184,17 +192,32 @@ def lane_kernels(names=None) -> list:
 def run_lane(kernels, targets, *, seed: int, profile: str = "ci", sets=SETS, cache: bool = True,
              progress=None) -> dict:
     """{"records": [...], "kernels": {name: {target: status line}}, "errors": [...]}: every kernel on every target.
-    A kernel that declares no launch on any accepted case is listed as such (no record)."""
-    records, errors, table = [], [], {}
+    A kernel that declares no launch on any accepted case is listed as such (no record). A kernel whose HIP source
+    a multi-arch build compiles past its gate (hip_driver.home_target) is compiled there with its home target's
+    launches; HIP programs this machine cannot compile (no clang, no vLLM source) are skipped, the reason in
+    "skipped"."""
+    from conformance.compile import hip_driver
+
+    records, errors, table, skipped = [], [], {}, []
     for k in kernels:
         row = table.setdefault(k.name, {})
         for t in targets:
             target = t if isinstance(t, Target) else parse_target(t)
             cases = lane_cases(k, target, seed=seed, profile=profile, sets=sets)
+            via = hip_driver.home_target(k, target) if not cases else None
+            if via is not None:
+                cases = lane_cases(k, via, seed=seed, profile=profile, sets=sets)
             if not cases:
                 row[target.arch] = "refused"
                 continue
-            specs, errs = specializations(k, target, seed=seed, profile=profile, sets=sets, cases=cases)
+            specs, errs = specializations(k, via or target, seed=seed, profile=profile, sets=sets, cases=cases)
+            specs = [dataclasses.replace(s, target=target) for s in specs]
+            why = next((w for s in specs if hip_driver.is_hip(s.program) and (w := hip_driver.unavailable(s.program))),
+                       None)
+            if why:
+                row[target.arch] = "skipped (HIP)"
+                skipped.append(f"{k.name} on {target.arch}: {len(specs)} HIP programs not compiled: {why}")
+                continue
             errors += [f"{k.name} on {target.arch}: {e}" for e in errs]
             if not specs:
                 paths = sorted({la.path for c in cases[:50]
@@ -205,10 +228,11 @@ def run_lane(kernels, targets, *, seed: int, profile: str = "ci", sets=SETS, cac
             recs = [compile_spec(s, cache=cache) for s in specs]
             records += recs
             bad = sum(r["verdict"] != "pass" for r in recs)
-            row[target.arch] = f"{len(recs) - bad}/{len(recs)} pass"
+            past = f" (past gate, as on {via.arch})" if via else ""
+            row[target.arch] = f"{len(recs) - bad}/{len(recs)} pass{past}"
             if progress:
                 progress(k.name, target.arch, recs)
-    return {"records": records, "kernels": table, "errors": errors}
+    return {"records": records, "kernels": table, "errors": errors, "skipped": skipped}
 
 
 def table_text(result: dict, targets) -> str:
@@ -239,6 +263,8 @@ def parse_compile_id(text: str) -> tuple[Target, str, Case]:
 
 def replay(text: str, *, cache: bool = False) -> tuple[int, str]:
     """(exit code, one line) of recompiling the program a compile id names."""
+    from conformance.compile import hip_driver
+
     try:
         target, prog, case = parse_compile_id(text)
         limits(target.arch)
@@ -249,13 +275,16 @@ def replay(text: str, *, cache: bool = False) -> tuple[int, str]:
     except registry.RegistryError as e:
         return EXIT_CANNOT, f"SKIP {text} -- {e}"
     why = kernel.can_implement(case.config(), target)
-    if why is not None:
+    via = hip_driver.home_target(kernel, target) if why is not None else None
+    if why is not None and (via is None or kernel.can_implement(case.config(), via) is not None):
         return EXIT_CANNOT, f"SKIP {text} -- the gate refuses it on {target}: {why}"
-    launch = kernel.launch(case.config(), case_rows(case), target)
+    launch = kernel.launch(case.config(), case_rows(case), via or target)
     match = [p for p in (launch.programs if launch else ()) if short_name(p) == prog]
     if not match:
         return EXIT_CANNOT, (f"SKIP {text} -- {kernel.name} launches no program {prog!r} for this case on "
                              f"{target} at this commit")
+    if hip_driver.is_hip(match[0]) and (why := hip_driver.unavailable(match[0])):
+        return EXIT_CANNOT, f"SKIP {text} -- cannot compile HIP here: {why}"
     spec = Spec(kernel.name, target, match[0], launch, case)
     rec = compile_spec(spec, cache=cache)
     line = f"{rec['verdict'].upper()} {text}" + (f" -- {rec['message']}" if rec["message"] else "")

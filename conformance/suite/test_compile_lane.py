@@ -51,7 +51,7 @@ def test_compiles_for_target(compile_kernel, compile_target, request):
     res = lane.run_lane([k], [compile_target], seed=st.seed, profile=request.config.getoption("--conformance-profile"))
     status = res["kernels"][k.name][compile_target]
     if not res["records"] and not res["errors"]:
-        pytest.skip(f"{k.name} on {compile_target}: {status}")
+        pytest.skip("; ".join(res.get("skipped") or [f"{k.name} on {compile_target}: {status}"]))  # the HIP reason
     bad = [r for r in res["records"] if r["verdict"] != "pass"]
     lines = [f"{r['verdict'].upper()} {r['id']} -- {r['message']} [{replay_command(r)}]" for r in bad]
     assert not bad and not res["errors"], "\n".join(lines + res["errors"])

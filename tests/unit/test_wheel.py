@@ -56,6 +56,12 @@ def test_the_wheel_holds_the_package_data_and_the_suite(wheel):
     want |= {f"conformance/suite/{p.name}" for p in (ROOT / "conformance" / "suite").glob("*.py")}
     assert any(w.startswith("conformance_kernels/tiles/") for w in want), "no tile table in the checkout?"
     assert any(w.endswith(".j2") for w in want), "no report template in the checkout?"
+    # every package of the checkout (a directory with __init__.py) and the compile lane's HIP header shim
+    for init in (ROOT / "conformance").rglob("__init__.py"):
+        want |= {str(p.relative_to(ROOT)) for p in init.parent.glob("*.py")}
+    shim = ROOT / "conformance/compile/hip_shim"
+    want |= {str(p.relative_to(ROOT)) for p in shim.rglob("*.h")}
+    assert any(w.startswith("conformance/compile/hip_shim/hip/") for w in want), "no HIP shim in the checkout?"
     assert want <= names, f"missing from {wheel.name}: {sorted(want - names)}"
     assert "conformance_bench/bench.py" in names and "references/gemm.py" in names
     assert not any(n.startswith(("kernels/", "benchmarks/", "tests/")) for n in names), \
