@@ -89,4 +89,7 @@ def checkpoint_for(config, seed: int = 0):
 
     w = random_canonical(config.K, config.N, config.group_size, config.weight_type, torch_dtype(config.dtype),
                          "normal", seed, config.act_order)
-    return codecs.encode(w, config.format)
+    # GPTQ v1 cannot store a zero point of 0 (it stores z - 1): the int32 borrow real v1 checkpoints carry, as the
+    # W4A16 family's cases encode it (else a seed that draws z = 0 refuses the encode: a LAUNCH ERROR in the lane)
+    policy = {"v1_zero_policy": "borrow"} if config.format == "gptq_v1" else {}
+    return codecs.encode(w, config.format, **policy)

@@ -112,3 +112,18 @@ def test_proof_of_power_only_a_compile_catches(name):
     assert ("LDS" in rec["message"]) if want == "resource-fail" else ("K >= 16" in rec["message"]), rec
     good = lane.compile_spec(_spec(k, case, other, "_w4a16_gemm_kernel"), cache=False)
     assert good["verdict"] == "pass", good
+
+
+def test_capture_checkpoint_encodes_v1_zero_points_of_zero():
+    """A gptq_v1 config whose seeded weight draws z = 0 (not storable as z - 1) gets the borrow real v1 checkpoints
+    carry, as the family's cases do: a capture of such a case is a launch, not a LAUNCH ERROR in the lane."""
+    import torch
+
+    from conformance.api import W4A16Config
+    from conformance.core.launch_capture import checkpoint_for
+    from references import codecs
+
+    cfg = W4A16Config(weight_type="uint4", group_size=64, act_order=False, dtype="bfloat16", format="gptq_v1", N=32,
+                      K=256)
+    w = codecs.decode(checkpoint_for(cfg))
+    assert w.zeros is not None and int((w.zeros == 0).sum()) > 0 and w.scales.dtype == torch.bfloat16
