@@ -60,7 +60,7 @@ def hip_programs(config, M: int) -> tuple:
     `gemm_q4_kernel_rdna3<T, M_COUNT>` per 64-row tile and, for bf16 with K split (K > 256), the fixed-order
     `reduce_partials_rdna3<T>`. () for the WMMA path (M >= 12 with K and N multiples of 16: another translation
     unit, not compiled by the lane)."""
-    from conformance.compile.hip_driver import hip_program
+    from conformance.core.launch import hip_program
 
     if M >= WMMA_MIN_M and config.K % 16 == 0 and config.N % 16 == 0:
         return ()

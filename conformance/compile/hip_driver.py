@@ -1,7 +1,7 @@
 """HIP sources in the compile lane: vLLM's RDNA3 GPTQ kernel (`csrc/rocm/q_gemm_rdna3.cu`, the kernel `rdna3_w4a16`
 models) compiled for an AMD target by clang's AMDGPU backend on this machine, no GPU and no ROCm install needed.
 
-    hip_program(source, function, template_args, threads) -> Program   # what a kernel's launch() declares
+    hip_program(source, function, template_args, threads) -> Program   # conformance.core.launch; a launch() declares it
     is_hip(program) -> bool
     unavailable(program) -> reason | None      # no clang with the AMDGPU backend, or no vLLM source: skip, said
     compile_program(program, lim) -> {"ok", "message", "resources", "seconds"}   # as triton_driver's
@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from conformance.core.launch import Program
+from conformance.core.launch import Program, hip_program  # noqa: F401 - hip_program: the kernels declare with it (core), re-exported for the lane
 
 SHIM_DIR = Path(__file__).parent / "hip_shim"
 ENV_SRC = "CONFORMANCE_VLLM_SRC"
@@ -51,7 +51,6 @@ VLLM_VERSION = "0.33.0"
 CLANG_CANDIDATES = ("clang-20", "clang-19", "clang")
 ZIGLANG = "ziglang"  # the last candidate, or $CONFORMANCE_HIP_CLANG=ziglang: the clang bundled by that PyPI wheel
 FLAGS = ("-x", "hip", "--cuda-device-only", "-nogpulib", "-nogpuinc", "-O3", "-S", "-std=c++17")
-NAME_PREFIX = "vllm_hip."
 CACHE_VERSION = 1
 # instructions that write global memory: a kernel without one cannot produce its output
 _WRITE = re.compile(r"^\s+(global_store|global_atomic|buffer_store|buffer_atomic|flat_store|flat_atomic|"
@@ -67,28 +66,6 @@ def configure(*, vllm_src: str | None = None) -> None:
 
 
 # ---- programs ---------------------------------------------------------------------------------------------------
-
-def hip_program(source: str, function: str, template_args: tuple, threads: int, *,
-                allow_spill: bool = False, min_occupancy: int | None = None) -> Program:
-    """A HIP kernel template instantiation as a lane Program: `source` the file under the vLLM tree
-    ("csrc/rocm/q_gemm_rdna3.cu"), `function` its qualified name ("vllm::gptq_rdna3::gemm_q4_kernel_rdna3"),
-    `template_args` ((param, value)) with C++ type names ("__half", "__hip_bfloat16") or ints, `threads` the block
-    size the launcher uses (occupancy needs it; the assembly does not carry it)."""
-    short = function.rsplit("::", 1)[-1]
-    if not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", function):
-        raise ValueError(f"hip_program: function={function!r} is not a qualified C++ name (ns::name)")
-    for p, v in template_args:
-        if not (isinstance(v, int) or (isinstance(v, str) and re.fullmatch(r"[A-Za-z_]\w*", v))):
-            raise ValueError(f"hip_program {short}: template argument {p}={v!r} is not an int or a C++ type name")
-    if not (isinstance(threads, int) and threads > 0):
-        raise ValueError(f"hip_program {short}: threads={threads!r} is not a positive block size")
-    # one short name per instantiation (a call may launch two of one template: M = 65 runs M_COUNT 8 and 1), the
-    # name a compile id carries: gemm_q4_kernel_rdna3_half_8
-    name = "_".join([short, *(str(v).strip("_").removeprefix("hip_") for _, v in template_args)])
-    return Program(NAME_PREFIX + name, signature=(("hip_function", function),), constexprs=tuple(template_args),
-                   options=(("hip_source", source), ("threads", threads)), allow_spill=allow_spill,
-                   min_occupancy=min_occupancy)
-
 
 def is_hip(program: Program) -> bool:
     return program.option("hip_source") is not None

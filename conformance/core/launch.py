@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -192,3 +193,28 @@ def triton_program(fn, args: dict, options: dict | None = None, *, do_not_specia
     opts = tuple(sorted((options or {}).items()))
     return Program(program_name(fn), tuple(sig), tuple(consts), tuple(div), opts, tuple(small), fn=fn,
                    allow_spill=allow_spill, min_occupancy=min_occupancy)
+
+
+HIP_NAME_PREFIX = "vllm_hip."  # a HIP program's name: the prefix, the template's short name, its arguments
+
+
+def hip_program(source: str, function: str, template_args: tuple, threads: int, *,
+                allow_spill: bool = False, min_occupancy: int | None = None) -> Program:
+    """A HIP kernel template instantiation as a lane Program: `source` the file under the vLLM tree
+    ("csrc/rocm/q_gemm_rdna3.cu"), `function` its qualified name ("vllm::gptq_rdna3::gemm_q4_kernel_rdna3"),
+    `template_args` ((param, value)) with C++ type names ("__half", "__hip_bfloat16") or ints, `threads` the block
+    size the launcher uses (occupancy needs it; the assembly does not carry it)."""
+    short = function.rsplit("::", 1)[-1]
+    if not re.fullmatch(r"[A-Za-z_]\w*(::[A-Za-z_]\w*)*", function):
+        raise ValueError(f"hip_program: function={function!r} is not a qualified C++ name (ns::name)")
+    for p, v in template_args:
+        if not (isinstance(v, int) or (isinstance(v, str) and re.fullmatch(r"[A-Za-z_]\w*", v))):
+            raise ValueError(f"hip_program {short}: template argument {p}={v!r} is not an int or a C++ type name")
+    if not (isinstance(threads, int) and threads > 0):
+        raise ValueError(f"hip_program {short}: threads={threads!r} is not a positive block size")
+    # one short name per instantiation (a call may launch two of one template: M = 65 runs M_COUNT 8 and 1), the
+    # name a compile id carries: gemm_q4_kernel_rdna3_half_8
+    name = "_".join([short, *(str(v).strip("_").removeprefix("hip_") for _, v in template_args)])
+    return Program(HIP_NAME_PREFIX + name, signature=(("hip_function", function),), constexprs=tuple(template_args),
+                   options=(("hip_source", source), ("threads", threads)), allow_spill=allow_spill,
+                   min_occupancy=min_occupancy)
