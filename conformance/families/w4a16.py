@@ -564,28 +564,57 @@ def _k_candidates(group_kind, k_max: int) -> list[int]:
     return list(range(step, k_max + 1, step))
 
 
-def _accepted_ks(family, kernel_name: str, target, tier: str, k_max: int, n_max: int, cls):
-    """The gate-accepted K values of `cls` (smallest first, lazily: gates are pure, so a caller that needs only
-    the first stops the scan there)."""
-    from conformance.core import registry
+def _k_cap(family, k, tier: str, k_max: int, cls) -> int:
+    """The largest K a class's scan probes: k_max; for the exact tier the largest K some exact regime holds (draw_case
+    keeps the regimes valid at K) and the kernel's declared exact limit."""
     from references.generators import exact_tier_max_k
+
+    if tier != "exact":
+        return k_max
+    wide = max(exact_tier_max_k(cls.weight_type, regime=r) for r in family.tier_regimes("exact"))
+    return min(k_max, wide, k.numerics(None).exact_tier_max_k or k_max)
+
+
+def _accepted_ks(family, kernel_name: str, target, tier: str, k_max: int, n_max: int, cls, past: int = 0):
+    """The gate-accepted K values of `cls` (smallest first, lazily: gates are pure, so a caller that needs only
+    the first stops the scan there); `past`: only the K values above it."""
+    from conformance.core import registry
 
     k = registry.get_kernel(kernel_name)
     n_probe = sorted({8, 64 if n_max >= 64 else 8, n_max // 8 * 8})
-    cap = k_max
-    if tier == "exact":  # the largest K some exact regime holds; draw_case keeps the regimes valid at K
-        wide = max(exact_tier_max_k(cls.weight_type, regime=r) for r in family.tier_regimes("exact"))
-        cap = min(k_max, wide, k.numerics(None).exact_tier_max_k or k_max)
-    return (K for K in _k_candidates(cls.group_size, cap)
-            if any(k.can_implement(family.config(cls, N, K), target) is None for N in n_probe))
+    return (K for K in _k_candidates(cls.group_size, _k_cap(family, k, tier, k_max, cls)) if K > past
+            and any(k.can_implement(family.config(cls, N, K), target) is None for N in n_probe))
+
+
+# (family, kernel name, target, k_max, n_max) -> (the kernel object scanned, the classes the exact tier's scan
+# accepted, each class's exact K cap); a kernel registered anew under the name is scanned anew
+_EXACT_SCANS: dict = {}
 
 
 @functools.cache
 def _w4a16_classes(family, kernel_name: str, target, tier: str, k_max: int, n_max: int) -> tuple:
     """The strategy classes with at least one gate-accepted K. Each class's scan stops at its first accepted K:
-    every xdist worker pays this at collection, and the full K list is needed only for a class a draw picked."""
-    return tuple(cls for cls in family.config_classes(**family.STRATEGY_VALUES)
-                 if next(_accepted_ks(family, kernel_name, target, tier, k_max, n_max, cls), None) is not None)
+    every xdist worker pays this at collection, and the full K list is needed only for a class a draw picked.
+    The statistical tier reuses an exact scan of the same kernel and target: that scan walked each class's K
+    candidates up to the class's exact cap, a prefix of the statistical tier's candidates, so a class it accepted is
+    accepted here (at the same K) and another needs only the K values past the cap (gates are pure). Not after the
+    gate hung: from then on it refuses everything, so the statistical tier scans anew and sees that."""
+    from conformance.core import registry
+
+    classes = family.config_classes(**family.STRATEGY_VALUES)
+    key = (family, kernel_name, target, k_max, n_max)
+    k = registry.get_kernel(kernel_name)
+    exact = _EXACT_SCANS.get(key) if tier == "statistical" and not registry.gate_hung(kernel_name) else None
+    if exact is not None and exact[0] is k:
+        _, accepted, caps = exact
+        out = tuple(cls for cls in classes if cls in accepted or next(
+            _accepted_ks(family, kernel_name, target, tier, k_max, n_max, cls, past=caps[cls]), None) is not None)
+    else:
+        out = tuple(cls for cls in classes
+                    if next(_accepted_ks(family, kernel_name, target, tier, k_max, n_max, cls), None) is not None)
+    if tier == "exact":
+        _EXACT_SCANS[key] = (k, frozenset(out), {cls: _k_cap(family, k, tier, k_max, cls) for cls in classes})
+    return out
 
 
 @functools.cache

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 
-from conformance.plugin.report import _write_if_asked
+from conformance.plugin.report import COVERAGE_KEY, _write_if_asked, take_worker_coverage
 from conformance.plugin.state import _PRODUCED_KEY, _RECORDS_ATTR, _STATE_HOLDER, GATE_FAULTS_KEY, _State, _worker_id
 
 # the run directory (= conformance.checks.guard.RUN_DIR_ENV; spelled here so that loading the plugin imports no torch):
@@ -89,6 +89,7 @@ def node_down(node, error) -> None:
         st.records.extend(json.loads(extra))
     for kernel, reason in (out.get(GATE_FAULTS_KEY) or {}).items():
         st.gate_faults.setdefault(kernel, reason)
+    take_worker_coverage(st, out.get(COVERAGE_KEY))
     if _PRODUCED_KEY in out:
         st.produced_by[_worker_id(node)] = out[_PRODUCED_KEY]
 

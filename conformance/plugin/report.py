@@ -81,26 +81,51 @@ def _shard_doc(config) -> dict | None:
     return None if shard is None else {"index": shard[0], "count": shard[1]}
 
 
+COVERAGE_KEY = "conformance_coverage"  # workeroutput: a worker's coverage summaries of the plans it ran rows of
+
+
 def plan_summary(config) -> list[dict]:
     """Per (kernel, tier, target) whose plan tests ran: conformance.cases.plan.coverage_summary (accepted classes,
-    run, pair-covered, rows, per-class details) plus how many of its rows reported ("rows_ran")."""
+    run, pair-covered, rows, per-class details) plus how many of its rows reported ("rows_ran"). Under xdist the
+    summaries come from the workers (worker_coverage, merged by take_worker_coverage), which built those plans at
+    collection: the controller builds a plan only for a key no worker sent (every worker that ran it crashed)."""
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return []
+    out = []
+    for key, indices in sorted(st.plan_ran.items()):
+        s = st.coverage.get(key) or _coverage(config, *key)
+        if s is not None:
+            out.append(dict(s, rows_ran=len([i for i in indices if i is not None])))
+    return out
+
+
+def _coverage(config, kernel: str, tier: str, target: str) -> dict | None:
+    """coverage_summary of one plan under the run's seed and profile; None for a kernel gone since collection."""
     from conformance.cases.plan import coverage_summary
     from conformance.cases.profiles import get_profile
     from conformance.core import registry
 
-    st = getattr(config, "_conformance", None)
-    if st is None:
-        return []
+    try:
+        k = registry.get_kernel(kernel)
+    except Exception:  # noqa: BLE001 - a kernel gone since collection: nothing to summarize
+        return None
     profile = get_profile(config.getoption("--conformance-profile"))
-    out = []
-    for (kernel, tier, target), indices in sorted(st.plan_ran.items()):
-        try:
-            k = registry.get_kernel(kernel)
-        except Exception:  # noqa: BLE001 - a kernel gone since collection: nothing to summarize
-            continue
-        s = coverage_summary(k, target, tier, seed=st.seed, profile=profile)
-        out.append(dict(s, rows_ran=len([i for i in indices if i is not None])))
-    return out
+    return coverage_summary(k, target, tier, seed=config._conformance.seed, profile=profile)
+
+
+def worker_coverage(config) -> str:
+    """xdist worker (pytest_sessionfinish): JSON [[kernel, tier, target], summary] of every plan it ran a row of
+    (its plans are cached since collection: no rebuild), for the controller's plan_summary."""
+    st = config._conformance
+    return json.dumps([[list(key), s] for key in sorted(st.plan_keys) if (s := _coverage(config, *key)) is not None])
+
+
+def take_worker_coverage(st, doc: str | None) -> None:
+    """xdist controller (pytest_testnodedown): merge a worker's worker_coverage into st.coverage (the first
+    worker's summary of a plan stands: every worker builds the same plan)."""
+    for key, s in json.loads(doc) if doc else ():
+        st.coverage.setdefault(tuple(key), s)
 
 
 def throughput(config) -> dict:

@@ -9,7 +9,7 @@ import pytest
 
 from conformance.plugin import jit, skips, timeline
 from conformance.plugin.options import _is_worker
-from conformance.plugin.report import _write_if_asked, tested_gate_faults
+from conformance.plugin.report import COVERAGE_KEY, _write_if_asked, tested_gate_faults, worker_coverage
 
 _RECORDS_ATTR = "conformance_records"
 _PRODUCED_KEY = "conformance_produced"
@@ -30,6 +30,8 @@ class _State:
         self.seed_source: str = ""
         self.replays: list | None = None  # the replay file's entries, read once by the controller (cases.plan)
         self.plan_ran: dict = {}  # (kernel, tier, target) -> row indices whose tests reported (controller)
+        self.plan_keys: set = set()  # (kernel, tier, target) of the plans this xdist worker ran rows of
+        self.coverage: dict = {}  # (kernel, tier, target) -> the workers' coverage summary (controller)
         self.plan_failed: list[dict] = []  # failed plan / replayed cases: the replay file's new entries
         self.plan_passed: set = set()  # case ids that passed: dropped from the replay file
         self.family_cases: Counter = Counter()  # family -> cases judged (pass/fail/error), from records
@@ -116,7 +118,9 @@ def pytest_runtest_logreport(report):
     recs = getattr(report, _RECORDS_ATTR, None)
     if recs:
         st.records.extend(recs)
-    if _CONFIG_HOLDER and not _is_worker(_CONFIG_HOLDER[0]):
+    if _CONFIG_HOLDER and _is_worker(_CONFIG_HOLDER[0]):
+        st.plan_keys.update(_plan_keys(report))
+    elif _CONFIG_HOLDER:
         _note_plan(st, report)
         _note_throughput(st, report, recs or [])
         jit.add(st.jit, getattr(report, jit.REPORT_ATTR, None) or {})
@@ -155,6 +159,12 @@ def _note_plan(st: _State, report) -> None:
             st.plan_failed.append({k: value[k] for k in ("case_id", "kernel", "tier", "target")} | {"seed": st.seed})
         elif cid and report.passed:
             st.plan_passed.add(cid)
+
+
+def _plan_keys(report) -> list[tuple]:
+    """The (kernel, tier, target) of a plan test's report (a --conformance-case replay names none)."""
+    return [(v["kernel"], v["tier"], v["target"]) for name, v in getattr(report, "user_properties", ())
+            if name == _PLAN_PROPERTY and isinstance(v, dict) and v.get("role") != "case"]
 
 
 def _note_throughput(st: _State, report, recs: list[dict]) -> None:
@@ -225,6 +235,7 @@ def pytest_sessionfinish(session, exitstatus):
         config.workeroutput[_RECORDS_ATTR] = json.dumps(leftovers)
         config.workeroutput[_PRODUCED_KEY] = st.attached  # the controller checks its merge against this count
         config.workeroutput[GATE_FAULTS_KEY] = _registered_gate_faults()
+        config.workeroutput[COVERAGE_KEY] = worker_coverage(config)  # the controller builds no plan for its summary
         return
     st.records.extend(leftovers)
     for kernel, reason in _registered_gate_faults().items():
