@@ -150,14 +150,14 @@ def compare_statistical(y: torch.Tensor, y_ref: torch.Tensor, S: torch.Tensor, m
     expected = y_ref.to(y.dtype)
     bad = nonfinite_problem(y, expected)
     finite = torch.isfinite(expected.double())
-    err = (y.double() - y_ref).abs().where(finite, torch.zeros((), dtype=torch.float64))
+    err = (y.double() - y_ref).abs().where(finite, 0.0)
     partials = block_partials(*xw, model.block) if xw is not None and model.blocked(K) else None
     tol = model.tolerance(y_ref, S, K, R, partials, zs)
     # tol == 0 only where S == 0 (all-zero rows/columns): then y must be exactly 0
     ratio = torch.where(tol > 0, err / tol.clamp(min=torch.finfo(torch.float64).tiny),
                         torch.where(err > 0, torch.full_like(err, math.inf), torch.zeros_like(err)))
     flat = int(ratio.flatten().argmax()) if ratio.numel() else 0
-    denom = float((y_ref.where(finite, torch.zeros((), dtype=torch.float64)) ** 2).sum())
+    denom = float((y_ref.where(finite, 0.0) ** 2).sum())
     metrics = {
         "max_ratio": float(ratio.max()) if ratio.numel() else 0.0,
         "mean_ratio": float(ratio.mean()) if ratio.numel() else 0.0,
