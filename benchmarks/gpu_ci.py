@@ -13,7 +13,10 @@ the JSON and the logs), a fresh CONFORMANCE_CACHE_DIR (no example database repla
 no OMP_NUM_THREADS / MKL_NUM_THREADS from the caller (the plugin sets each worker's share; a user sets none).
 Counts come from the JUnit XML, else from pytest's last summary line; jit_compiles / jit_seconds from the
 conformance report's keys of those names (top level or under "jit"; summed when per kernel), else jit_compiles is
-the number of new entries in the run's Triton cache dir, jit_seconds null, and `jit_source` says which. A run past
+the number of new entries in the run's Triton cache dir, jit_seconds null, and `jit_source` says which. Every
+process of a run logs its compiles to $CONFORMANCE_JIT_LOG (conformance.plugin.jit): `jit_log` says how many were
+distinct and how many repeated a specialization already compiled in the run; `prewarm` is the report's
+jit.prewarm (conformance.plugin.prewarm). $CI_PYTEST_ARGS adds pytest arguments to every run. A run past
 its limit gets SIGINT (pytest then writes its JUnit XML and summary), then SIGKILL after GRACE_S; the JSON is
 rewritten after every run, so a cut call still returns the runs it finished (`complete` false until the last).
 The JSON's `python_bytecode` records whether the machine caches bytecode; --compile-bytecode (run_gpu.sh ci passes
@@ -34,6 +37,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from conformance.plugin import jit
+
 ROOT = Path(__file__).resolve().parent.parent
 SUITE = ("-m", "pytest", "conformance/suite", "-n", "auto")
 # (name, pytest arguments after the interpreter, limit in s, caches: "fresh" or the run whose caches it reuses)
@@ -41,6 +46,7 @@ RUNS = (("readme_tests", ("-m", "pytest", "-n", "auto"), 240, "fresh"),
         ("suite_cold", SUITE, 120, "fresh"),
         ("suite_warm", SUITE, 60, "suite_cold"))
 LIMIT_ENV = {"readme_tests": "CI_README_S", "suite_cold": "CI_SUITE_COLD_S", "suite_warm": "CI_SUITE_WARM_S"}
+EXTRA_ENV = "CI_PYTEST_ARGS"  # more pytest arguments for every run, e.g. "--conformance-prewarm off" (an A/B)
 GRACE_S = 20  # after SIGINT: pytest stops its workers and writes its reports
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 COUNTS = ("passed", "failed", "skipped", "errors")
@@ -116,6 +122,14 @@ def jit_figures(report: Path, cache: Path, before: int) -> dict:
             "jit_source": "new entries in the run's TRITON_CACHE_DIR (the report has no jit_compiles; no seconds)"}
 
 
+def _prewarm(report: Path) -> dict | None:
+    """The report's jit.prewarm entry (conformance.plugin.prewarm), None where it has none."""
+    try:
+        return (json.loads(report.read_text()).get("jit") or {}).get("prewarm")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 SLOWEST = 10  # the slowest tests of a run, recorded beside its wall (where a GPU run's time goes)
 
 
@@ -173,17 +187,20 @@ def _signal_group(pgid: int, sig: int) -> None:
 def run_one(name: str, args: tuple, limit_s: float, caches: dict, scratch: Path, logs: Path, python: str) -> dict:
     """One run under its limit; its record (command, wall_s, counts, jit figures, exit code)."""
     junit, report = scratch / f"{name}.xml", scratch / f"{name}.json"
-    cmd = [python, *args, f"--junitxml={junit}", f"--conformance-report={report}"]
+    extra = os.environ.get(EXTRA_ENV, "").split()
+    cmd = [python, *args, *extra, f"--junitxml={junit}", f"--conformance-report={report}"]
+    jit_log = scratch / f"{name}.jit.jsonl"
     env = {k: v for k, v in os.environ.items() if k not in THREAD_VARS}
     env.update(TRITON_CACHE_DIR=str(caches["triton"]), TORCHINDUCTOR_CACHE_DIR=str(caches["inductor"]),
                CONFORMANCE_CACHE_DIR=tempfile.mkdtemp(prefix=f"{name}-conformance-", dir=scratch),
-               PYTHONUNBUFFERED="1")
+               PYTHONUNBUFFERED="1", **{jit.LOG_ENV: str(jit_log)})
     before = cache_entries(caches["triton"])
     log = logs / f"ci_{name}.log"
     rc, wall, timed_out = timed(cmd, env, limit_s, log)
     counts, source = run_counts(junit, log.read_text(errors="replace"))
-    shown = ["python", *args]
+    shown = ["python", *args, *extra]
     return {"command": " ".join(shown), "wall_s": wall, **counts, **jit_figures(report, caches["triton"], before),
+            "jit_log": jit.read_log(str(jit_log)) if jit_log.exists() else None, "prewarm": _prewarm(report),
             "exit_code": rc, "timed_out": timed_out, "limit_s": limit_s, "counts_from": source,
             "argv": " ".join(["python", *cmd[1:]]), "triton_cache": caches["label"], **where_time_went(junit, report)}
 

@@ -123,15 +123,22 @@ def first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {lines[0] if lines else ''}"[:400]
 
 
-def compile_program(program: Program, lim: TargetLimits) -> dict:
-    """{"ok": bool, "message": the compiler's first line when not ok, "resources": {...} when ok, "seconds"}."""
+def build(program: Program, lim: TargetLimits):
+    """Triton's compiled kernel of `program` for `lim`'s target (raises what the compiler raises). On the target's
+    own GPU the compile is the one the JIT would make for the same launch (same source, specialization and
+    options), so it lands in Triton's on-disk cache under the JIT's key (conformance/compile/prewarm.py)."""
     import triton
 
+    with _compilable_language():
+        src = _ast_source(program, lim)
+        return triton.compile(src, target=gpu_target(lim), options=dict(program.options))
+
+
+def compile_program(program: Program, lim: TargetLimits) -> dict:
+    """{"ok": bool, "message": the compiler's first line when not ok, "resources": {...} when ok, "seconds"}."""
     t0 = time.perf_counter()
     try:
-        with _compilable_language():
-            src = _ast_source(program, lim)
-            ck = triton.compile(src, target=gpu_target(lim), options=dict(program.options))
+        ck = build(program, lim)
     except Exception as e:  # noqa: BLE001 - any refusal of the target's compiler is this program's verdict
         return {"ok": False, "message": first_line(e), "seconds": round(time.perf_counter() - t0, 3)}
     res = resources(ck, lim)

@@ -188,7 +188,7 @@ def item_kernel(item) -> str | None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     """Before the test's fixtures run: its JIT compiles are its kernel's (conformance.plugin.jit)."""
-    jit.set_kernel(item_kernel(item))
+    jit.set_kernel(item_kernel(item), item.nodeid)
 
 
 def _has_worksteal() -> bool:

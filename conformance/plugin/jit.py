@@ -10,9 +10,17 @@ counts as a compile and the mode says so. Hooks a user installed before keep run
 In the interpreter (TRITON_INTERPRET=1, CPU machines) nothing compiles: 0 compiles, mode "interpreter".
 Each compile is attributed to the kernel whose test is running (`set_kernel`, called by the plugin before each
 test's setup); each test report carries the compiles made since the previous report (xdist workers included).
+
+$CONFORMANCE_JIT_LOG=FILE: every process of the run appends one JSON line per new specialization to FILE
+({"pid", "worker", "kernel", "test", "fn", "spec" (a digest of Triton's description of the specialization),
+"hit", "s"}), so a run can show which compiles were made twice (`duplicates`): a run should compile each
+specialization once (benchmarks/gpu_ci.py reads it).
 """
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import threading
 import time
 
@@ -21,17 +29,18 @@ OTHER = "(no kernel)"  # compiles of tests not parametrized by a kernel
 
 _lock = threading.Lock()
 _local = threading.local()  # the compile in progress in this thread: start time, disk-cache hit
-_current = [OTHER]  # the kernel whose test runs in this process
+_current = [OTHER, ""]  # the kernel whose test runs in this process, and the test's node id
+LOG_ENV = "CONFORMANCE_JIT_LOG"
 _pending: dict[str, list] = {}  # kernel -> [compiles, seconds, cache_hits] not yet attached to a report
 _mode: list[str] = []  # set once per process by install()
 
 
-def set_kernel(name: str | None) -> None:
-    """The kernel whose test runs now: later compiles are its own."""
-    _current[0] = name or OTHER
+def set_kernel(name: str | None, test: str = "") -> None:
+    """The kernel whose test runs now (and that test's node id): later compiles are its own."""
+    _current[0], _current[1] = name or OTHER, test
 
 
-def _note(hit: bool, seconds: float) -> None:
+def _note(hit: bool, seconds: float, what: str = "") -> None:
     with _lock:
         c = _pending.setdefault(_current[0], [0, 0.0, 0])
         if hit:
@@ -39,6 +48,54 @@ def _note(hit: bool, seconds: float) -> None:
         else:
             c[0] += 1
             c[1] += seconds
+    path = os.environ.get(LOG_ENV)
+    if path:
+        _log(path, hit, seconds, what)
+
+
+def _log(path: str, hit: bool, seconds: float, what: str) -> None:
+    fn = what.split("[", 1)[0]
+    line = json.dumps({"pid": os.getpid(), "worker": os.environ.get("PYTEST_XDIST_WORKER", ""),
+                       "kernel": _current[0], "test": _current[1], "fn": fn,
+                       "spec": hashlib.sha1(what.encode()).hexdigest()[:12], "hit": hit, "s": round(seconds, 3)})
+    try:  # one short write in append mode: lines of concurrent processes do not interleave
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+    except OSError:
+        pass  # a diagnostic log never fails a test
+
+
+def read_log(path: str) -> dict:
+    """A $CONFORMANCE_JIT_LOG file summed up: {"compiles", "cache_hits", "distinct", "duplicates" (compiles of a
+    specialization this run had compiled before), "seconds", "duplicate_seconds", "top_duplicates" [[fn, n]]}."""
+    from collections import Counter
+
+    seen: set = set()
+    out = {"compiles": 0, "cache_hits": 0, "distinct": 0, "duplicates": 0, "seconds": 0.0, "duplicate_seconds": 0.0}
+    dup_fn: Counter = Counter()
+    with open(path, encoding="utf-8") as f:
+        for ln in f:
+            try:
+                e = json.loads(ln)
+            except ValueError:
+                continue
+            if e.get("hit"):
+                out["cache_hits"] += 1
+                continue
+            out["compiles"] += 1
+            out["seconds"] += e.get("s", 0.0)
+            if e["spec"] in seen:
+                out["duplicates"] += 1
+                out["duplicate_seconds"] += e.get("s", 0.0)
+                dup_fn[e.get("fn", "?")] += 1
+            seen.add(e["spec"])
+    out["distinct"] = len(seen)
+    out["seconds"], out["duplicate_seconds"] = round(out["seconds"], 2), round(out["duplicate_seconds"], 2)
+    out["top_duplicates"] = [list(x) for x in dup_fn.most_common(8)]
+    return out
 
 
 def take() -> dict:
@@ -78,12 +135,13 @@ def hook(knobs) -> str:
     prev_cache, prev_post = rt.jit_cache_hook, rt.jit_post_compile_hook
 
     def cache_hook(*args, **kwargs):
-        _local.start, _local.hit = time.perf_counter(), False
+        _local.start, _local.hit, _local.what = time.perf_counter(), False, str(kwargs.get("repr") or "")
         return prev_cache(*args, **kwargs) if prev_cache else None  # truthy would skip the compile: theirs only
 
     def post_compile_hook(*args, **kwargs):
         start = getattr(_local, "start", None)
-        _note(bool(getattr(_local, "hit", False)), time.perf_counter() - start if start is not None else 0.0)
+        _note(bool(getattr(_local, "hit", False)), time.perf_counter() - start if start is not None else 0.0,
+              getattr(_local, "what", ""))
         _local.start = None
         return prev_post(*args, **kwargs) if prev_post else None
 
@@ -109,12 +167,16 @@ def add(totals: dict, delta: dict) -> None:
         t[0], t[1], t[2] = t[0] + n, t[1] + s, t[2] + hits
 
 
-def doc(mode: str | None, totals: dict) -> dict:
-    """The JSON report's "jit" entry from per-kernel totals."""
+def doc(mode: str | None, totals: dict, prewarm: dict | None = None) -> dict:
+    """The JSON report's "jit" entry from per-kernel totals (and the run's prewarm figures when given:
+    conformance.plugin.prewarm; its compiles are not the cases' and not counted here)."""
     per = {k: {"jit_compiles": n, "jit_seconds": round(s, 3), "jit_cache_hits": hits}
            for k, (n, s, hits) in sorted(totals.items())}
-    return {"mode": mode, "per_kernel": per, "jit_compiles": sum(v[0] for v in totals.values()),
-            "jit_seconds": round(sum(v[1] for v in totals.values()), 3)}
+    out = {"mode": mode, "per_kernel": per, "jit_compiles": sum(v[0] for v in totals.values()),
+           "jit_seconds": round(sum(v[1] for v in totals.values()), 3)}
+    if prewarm is not None:
+        out["prewarm"] = prewarm
+    return out
 
 
 def line(mode: str | None, entry: dict | None) -> str:

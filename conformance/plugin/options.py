@@ -7,6 +7,7 @@ import os
 import pytest
 
 PROFILES = ("ci", "nightly", "exhaustive")
+PREWARM_MODES = ("auto", "off")
 
 
 def pytest_addoption(parser):
@@ -29,6 +30,10 @@ def pytest_addoption(parser):
                 help="run the compile lane as tests: every selected kernel's specializations compiled for these GPU "
                      "targets by their own compilers, e.g. gfx1100,gfx1151,gfx1201,gfx942,gfx950,sm80,sm90,sm100,"
                      "sm120 (default: off; python -m conformance compile is the same lane as a command)")
+    g.addoption("--conformance-prewarm", default="auto", metavar="MODE",
+                help="auto (default): with xdist workers on a GPU, the workers first compile the Triton programs "
+                     "the run's cases launch, each program once, split between them (the cases then find them in "
+                     "Triton's cache); off: each case compiles what it launches")
     g.addoption("--conformance-case", default=None, metavar="CASE_ID",
                 help="replay exactly this case id (other kernels/tiers are deselected)")
     g.addoption("--conformance-report", default=None, metavar="PATH",
@@ -69,6 +74,8 @@ def _check_options(config) -> None:
         guard.crash_limit()  # read during the run: a bad value is a usage error now, not a fallback later
     except InvalidInput as e:
         raise _usage(e.field, e.value, e.allowed) from None
+    if opt("--conformance-prewarm") not in PREWARM_MODES:
+        raise _usage("--conformance-prewarm", opt("--conformance-prewarm"), f"one of {list(PREWARM_MODES)}")
     if opt("--conformance-profile") not in PROFILES:
         raise _usage("--conformance-profile", opt("--conformance-profile"), f"one of {list(PROFILES)}")
     _timeout_limit(config)

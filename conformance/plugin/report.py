@@ -45,7 +45,7 @@ def write_report(path: str, records: list[dict], config, produced: int | None = 
            "cases_per_second": throughput(config), "threads": st.threads if st else None,
            "commit": st.commit if st else None, "shard": _shard_doc(config),
            "skipped": st.skipped if st else [], "cases_per_second_per_kernel": kernel_throughput(config),
-           "jit": jit.doc(st.jit_mode, st.jit) if st else None,
+           "jit": jit.doc(st.jit_mode, st.jit, st.prewarm) if st else None,
            "workers": st.timeline.doc() if st and st.timeline else None,  # conformance.plugin.timeline
            "planned": len(st.planned) if st and st.planned is not None else None,
            "missing": st.missing()[:100] if st else [],

@@ -41,6 +41,7 @@ class _State:
         self.kernel_seconds: Counter = Counter()  # kernel -> seconds of the tests that judged them
         self.jit: dict = {}  # kernel -> [compiles, seconds, disk-cache hits] (conformance.plugin.jit; controller)
         self.jit_mode: str | None = None  # jit.install()'s mode in this process
+        self.prewarm: dict | None = None  # the workers' prewarm figures, or why it was off (conformance.plugin.prewarm)
         self.skipped: list[dict] = []  # {"test", "reason"}: every skipped test's full reason (controller)
         self.threads: dict | None = None  # conformance.plugin.threads.decide: the run's thread share
         self.threads_undo: dict | None = None  # what threads.apply changed in this process (unconfigure undoes it)
@@ -248,6 +249,9 @@ def pytest_sessionfinish(session, exitstatus):
     faults = tested_gate_faults(config)
     if faults and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that raised judged nothing: never a green run
+    from conformance.plugin import prewarm
+
+    st.prewarm = prewarm.controller_summary(config)  # before unconfigure removes the run directory
     if st.plan_failed or st.plan_passed:  # the controller only: failed plan cases run first next time
         from conformance.cases.plan import remember_failures
 

@@ -9,6 +9,7 @@ from conformance.plugin import timeline
 from conformance.plugin.jit import doc as jit_doc
 from conformance.plugin.jit import line as jit_line
 from conformance.plugin.options import _is_worker, _target
+from conformance.plugin.prewarm import line as prewarm_line
 from conformance.plugin.report import kernel_throughput, ledger, plan_summary, throughput
 from conformance.plugin.skips import short_reason
 from conformance.plugin.state import _State
@@ -93,6 +94,8 @@ def _write_kernel_costs(tr, config) -> None:
         return
     tr.write_sep("-", f"cases per second and JIT compiles, per kernel (JIT: {st.jit_mode}; "
                       f"{doc['jit_compiles']} compiles, {doc['jit_seconds']} s in all)")
+    if st.prewarm and "off" not in st.prewarm:
+        tr.write_line(prewarm_line(st.prewarm))
     for line in kernel_cost_lines(per_kernel, doc):
         tr.write_line(line)
 

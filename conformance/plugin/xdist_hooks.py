@@ -5,21 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.plugin import scheduler, threads
+from conformance.plugin import prewarm, scheduler, threads
 from conformance.plugin.crash import crashed_item, node_down
 
 NAME = "conformance-xdist"  # the plugin object's name in config.pluginmanager
 
 
 def configure_node(node) -> None:
-    """xdist controller (pytest_configure_node): hand the run seed (a random nightly seed must be the same everywhere)
-    and the thread share to each worker."""
+    """xdist controller (pytest_configure_node): hand the run seed (a random nightly seed must be the same everywhere),
+    the thread share and the prewarm directory to each worker."""
     st = getattr(node.config, "_conformance", None)
     if st is not None:
         node.workerinput["conformance_seed"] = st.seed
         node.workerinput["conformance_seed_source"] = st.seed_source
         node.workerinput[threads.WORKERINPUT_KEY] = st.threads  # each worker applies the controller's share
         node.workerinput["conformance_replays"] = st.replays  # the replay file as the controller read it
+        node.workerinput[prewarm.WORKERINPUT_KEY] = prewarm.worker_input(node.config)  # None: off
 
 
 class XdistHooks:

@@ -313,6 +313,7 @@ PYTEST_CASES = [
     (["--conformance-seed", "abc"], "--conformance-seed='abc'"),
     (["--conformance-seed", "-1"], "--conformance-seed='-1'"),
     (["--conformance-shard", "4/3"], "--conformance-shard='4/3'"),
+    (["--conformance-prewarm", "sometimes"], "--conformance-prewarm='sometimes'"),
     (["--conformance-case", "bad"], "--conformance-case='bad'"),
     (["--conformance-case", ID.replace("M=3", "M=" + "1" + "0" * 40)], "M=1" + "0" * 40),
 ]

@@ -82,6 +82,32 @@ def test_the_installed_triton_has_the_hooks_counted_with():
     assert hasattr(knobs.compilation, "listener")
 
 
+def test_jit_log_names_each_compile_and_counts_repeats(clean_jit, tmp_path, monkeypatch):
+    """$CONFORMANCE_JIT_LOG: one line per new specialization; a specialization compiled a second time in the run
+    (another process, no disk-cache hit) is a duplicate; disk-cache hits are not compiles."""
+    log = tmp_path / "jit.log"
+    monkeypatch.setenv(jit.LOG_ENV, str(log))
+    knobs = _knobs()
+    jit.hook(knobs)
+
+    def compile_(what, hit):
+        knobs.runtime.jit_cache_hook(key="k", repr=what)
+        knobs.compilation.listener(cache_hit=hit)
+        knobs.runtime.jit_post_compile_hook(key="k", repr=what)
+
+    jit.set_kernel("k", "t::a")
+    compile_("gemm[num_warps=4](x: *fp16)", False)
+    compile_("gemm[num_warps=8](x: *fp16)", False)
+    compile_("gemm[num_warps=4](x: *fp16)", False)  # again: as a second worker would
+    compile_("reduce[num_warps=4](x: *fp32)", True)  # served from the disk cache
+    got = jit.read_log(str(log))
+    assert {k: got[k] for k in ("compiles", "cache_hits", "distinct", "duplicates")} == \
+        {"compiles": 3, "cache_hits": 1, "distinct": 2, "duplicates": 1}
+    assert got["top_duplicates"] == [["gemm", 1]]
+    first = log.read_text().splitlines()[0]
+    assert '"test": "t::a"' in first and '"kernel": "k"' in first
+
+
 def test_merge_sums_jit_per_kernel():
     a = jit.doc("triton", {"k": [2, 1.0, 1]})
     b = jit.doc("triton", {"k": [3, 0.5, 0], "j": [1, 0.25, 0]})

@@ -1,0 +1,98 @@
+"""Compile, before any case runs, the Triton programs the run's cases will launch on this machine's GPU, split over
+the run's xdist workers, so that each specialization is compiled once per run and not by every worker that meets
+it first (Triton's JIT then finds it in its on-disk cache, shared by the workers through TRITON_CACHE_DIR).
+
+    programs(kernels, target, seed, profile) -> [Spec]        # the compile lane's specs for the run's cases
+    compile_share(specs, index, count, build) -> stats        # worker `index` of `count` compiles its share
+    mark_done(directory, index, stats); wait_for(directory, count, timeout_s) -> seconds waited
+
+What a case launches is the kernel's own answer (`Kernel.launch`, the compile lane's source: the CI plan's rows,
+the catalogue and the regression cases), so a plugin kernel that declares its launches is pre-compiled too. The
+compile is the lane's (conformance/compile/triton_driver.build) for this device's own target: the same source,
+specialization and options as the JIT's compile, hence the same cache entry. A program whose compile fails is left
+for its case to compile and report. The plugin side (when, which kernels, the report's "prewarm") is
+conformance/plugin/prewarm.py.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+DONE_PREFIX = "prewarm-"
+
+
+def programs(kernels, target, *, seed: int, profile: str) -> list:
+    """The distinct Triton programs (lane Specs, first-launch order) the cases of `kernels` launch on `target`:
+    the same list in every worker (same seed, profile and kernels)."""
+    from conformance.compile import hip_driver, lane
+
+    out, seen = [], set()
+    for k in sorted(kernels, key=lambda k: k.name):
+        specs, _errors = lane.specializations(k, target, seed=seed, profile=profile)  # a raising launch: its case
+        for s in specs:                                                                # reports it
+            if hip_driver.is_hip(s.program) or s.program.key in seen:
+                continue
+            seen.add(s.program.key)
+            out.append(s)
+    return out
+
+
+def compile_share(specs: list, index: int, count: int, build) -> dict:
+    """Compile specs[index::count] with `build(program)`; {"programs", "compiled", "failed", "seconds"}. A failing
+    compile is counted, not raised: the case that launches it compiles it again and reports the error."""
+    t0 = time.perf_counter()
+    mine = specs[index::count]
+    failed = 0
+    for s in mine:
+        try:
+            build(s.program)
+        except Exception:  # noqa: BLE001 - the case's own compile reports it, with its id
+            failed += 1
+    return {"programs": len(mine), "compiled": len(mine) - failed, "failed": failed,
+            "seconds": round(time.perf_counter() - t0, 3)}
+
+
+def mark_done(directory: str, index: int, stats: dict) -> None:
+    path = os.path.join(directory, f"{DONE_PREFIX}{index}.json")
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(stats, f)
+    os.replace(tmp, path)  # atomic: a waiting worker never reads half a file
+
+
+def done(directory: str) -> dict[int, dict]:
+    """index -> stats of the workers that finished their share."""
+    out = {}
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return out
+    for n in names:
+        if n.startswith(DONE_PREFIX) and n.endswith(".json"):
+            try:
+                with open(os.path.join(directory, n), encoding="utf-8") as f:
+                    out[int(n[len(DONE_PREFIX):-5])] = json.load(f)
+            except (OSError, ValueError):
+                continue
+    return out
+
+
+def wait_for(directory: str, count: int, timeout_s: float, poll_s: float = 0.05) -> float:
+    """Wait until `count` workers marked their share done, at most `timeout_s` (a worker that died before marking
+    costs the others that much, once); the seconds waited."""
+    t0 = time.monotonic()
+    while len(done(directory)) < count and time.monotonic() - t0 < timeout_s:
+        time.sleep(poll_s)
+    return round(time.monotonic() - t0, 3)
+
+
+def summary(stats: dict[int, dict]) -> dict:
+    """The report's "prewarm" entry from the workers' stats: programs, compiled, failed, the slowest share's
+    seconds and the longest wait."""
+    vals = list(stats.values())
+    return {"workers": len(vals), "programs": sum(v.get("programs", 0) for v in vals),
+            "compiled": sum(v.get("compiled", 0) for v in vals), "failed": sum(v.get("failed", 0) for v in vals),
+            "enumerate_s": max((v.get("enumerate_s", 0.0) for v in vals), default=0.0),
+            "slowest_share_s": max((v.get("seconds", 0.0) for v in vals), default=0.0),
+            "longest_wait_s": max((v.get("waited_s", 0.0) for v in vals), default=0.0)}

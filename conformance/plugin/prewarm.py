@@ -1,0 +1,118 @@
+"""The run's Triton programs compiled before its cases, once each, split over the xdist workers (the compiling is
+conformance/compile/prewarm.py's). Without it each worker compiles a specialization the first time one of its
+cases launches it, and the workers that meet it at the same moment all compile it.
+
+On when all hold: `--conformance-prewarm auto` (the default), xdist workers (-n 2 or more), Triton compiling for a
+GPU (not its interpreter), the run's target is this device's and the compile lane knows its limits. The controller
+hands each worker the run's scratch directory (workerinput); worker gwI of N enumerates the programs of the
+kernels its collected items test, compiles every N-th from the I-th, marks its share done there and waits (at most
+WAIT_S) for the other original workers before its first test. A replacement worker (id >= N) does not take part.
+The controller puts the workers' figures in the report's "jit": {"prewarm": {...}} and the summary line.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+WORKERINPUT_KEY = "conformance_prewarm"
+WAIT_S = 120.0  # the longest a worker waits for the others' shares (a worker that died before marking costs this)
+
+
+def wanted(config) -> str | None:
+    """Why prewarm is off for this run (a reason), or None when it is on. Asked on the controller."""
+    if config.getoption("--conformance-prewarm") == "off":
+        return "--conformance-prewarm off"
+    n = getattr(config.option, "numprocesses", None)
+    if not isinstance(n, int) or n < 2:
+        return "fewer than 2 xdist workers"
+    from conformance.core.interpreter_fixes import interpreting
+    from conformance.core.runtime import gpu_present
+
+    if interpreting() or not gpu_present():
+        return "Triton runs in its interpreter here (nothing compiles)"
+    return None
+
+
+def worker_input(config) -> dict | None:
+    """What the controller hands each worker (None: prewarm off): the directory the shares are marked in."""
+    st = getattr(config, "_conformance", None)
+    if st is None or not st.hang_dir or wanted(config) is not None:
+        return None
+    return {"dir": st.hang_dir}
+
+
+def _index(config) -> tuple[int, int] | None:
+    wid = str(config.workerinput.get("workerid", ""))
+    count = int(config.workerinput.get("workercount", 0) or 0)
+    if not wid.startswith("gw") or not wid[2:].isdigit() or int(wid[2:]) >= count:
+        return None  # a replacement worker: the originals' shares are done or never will be
+    return int(wid[2:]), count
+
+
+def _run_share(session, directory: str, index: int, count: int) -> dict:
+    from conformance.compile import prewarm
+    from conformance.compile.triton_driver import build
+    from conformance.core import registry
+    from conformance.core.target_limits import limits
+    from conformance.plugin.collection import item_kernel
+    from conformance.plugin.options import _target
+
+    config = session.config
+    t0 = time.perf_counter()
+    target = _target(config)
+    lim = limits(target.arch)
+    names = sorted({k for k in (item_kernel(i) for i in session.items) if k})
+    known = {k.name: k for k in registry.all_kernels()}
+    kernels = [known[n] for n in names if n in known]
+    specs = prewarm.programs(kernels, target, seed=config._conformance.seed,
+                             profile=config.getoption("--conformance-profile"))
+    enumerate_s = round(time.perf_counter() - t0, 3)
+    stats = prewarm.compile_share(specs, index, count, lambda program: build(program, lim))
+    stats["enumerate_s"] = enumerate_s
+    return stats
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session):
+    """Before the worker's first test: its share, then the wait for the others'. Returns None: the test loop runs."""
+    config = session.config
+    info = config.workerinput.get(WORKERINPUT_KEY) if hasattr(config, "workerinput") else None
+    where = _index(config) if info else None
+    if where is None or config.option.collectonly:
+        return None
+    from conformance.compile import prewarm
+
+    index, count = where
+    try:
+        stats = _run_share(session, info["dir"], index, count)
+    except Exception as e:  # noqa: BLE001 - prewarm only saves time: the cases compile what they launch
+        stats = {"programs": 0, "compiled": 0, "failed": 0, "seconds": 0.0,
+                 "error": f"{type(e).__name__}: {e}"[:300]}
+    prewarm.mark_done(info["dir"], index, stats)  # always: the others wait for it
+    stats["waited_s"] = prewarm.wait_for(info["dir"], count, WAIT_S)
+    prewarm.mark_done(info["dir"], index, stats)
+    return None
+
+
+def controller_summary(config) -> dict | None:
+    """The report's "prewarm" entry on the controller: the workers' figures, or {"off": reason}."""
+    st = getattr(config, "_conformance", None)
+    if st is None or hasattr(config, "workerinput"):
+        return None
+    why = wanted(config)
+    if why is not None or not st.hang_dir:
+        return {"off": why or "no run directory"}
+    from conformance.compile import prewarm
+
+    return prewarm.summary(prewarm.done(st.hang_dir))
+
+
+def line(doc: dict | None) -> str:
+    if not doc:
+        return ""
+    if "off" in doc:
+        return f"prewarm off ({doc['off']})"
+    return (f"prewarm: {doc['compiled']} of {doc['programs']} programs compiled by {doc['workers']} workers "
+            f"(slowest share {doc['slowest_share_s']} s, longest wait {doc['longest_wait_s']} s, "
+            f"{doc['failed']} failed)")

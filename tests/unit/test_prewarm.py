@@ -1,0 +1,162 @@
+"""Prewarm (conformance/compile/prewarm.py, conformance/plugin/prewarm.py): the run's Triton programs compiled once
+each before the cases, split over the xdist workers, with a barrier. On CPU: the split, the barrier, the worker
+hook's bookkeeping and when it is off (a bad --conformance-prewarm: test_bad_inputs). On a GPU: a prewarmed
+program is the very cache entry the JIT looks up for the case that launches it (so the case compiles nothing)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+from conformance.compile import prewarm
+from conformance.plugin import jit
+from conformance.plugin import prewarm as plugin_prewarm
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def _specs(n):
+    return [SimpleNamespace(program=f"p{i}") for i in range(n)]
+
+
+def test_shares_cover_every_program_once_and_failures_are_counted():
+    built = []
+
+    def build(p):
+        built.append(p)
+        if p == "p3":
+            raise RuntimeError("compile error")
+
+    stats = [prewarm.compile_share(_specs(10), i, 3, build) for i in range(3)]
+    assert sorted(built) == sorted(f"p{i}" for i in range(10)) and len(built) == 10
+    assert [s["programs"] for s in stats] == [4, 3, 3]
+    assert sum(s["failed"] for s in stats) == 1 and sum(s["compiled"] for s in stats) == 9
+
+
+def test_the_barrier_waits_for_every_share_and_the_summary_adds_them(tmp_path):
+    d = str(tmp_path)
+    prewarm.mark_done(d, 0, {"programs": 2, "compiled": 2, "failed": 0, "seconds": 1.5, "enumerate_s": 0.4})
+    assert prewarm.wait_for(d, 2, timeout_s=0.2) >= 0.2  # the second share never came: bounded wait
+    t = threading.Timer(0.2, prewarm.mark_done, (d, 1, {"programs": 3, "compiled": 2, "failed": 1, "seconds": 2.0}))
+    t.start()
+    waited = prewarm.wait_for(d, 2, timeout_s=30)
+    t.join()
+    assert 0.1 < waited < 10
+    s = prewarm.summary(prewarm.done(d))
+    assert (s["workers"], s["programs"], s["compiled"], s["failed"], s["slowest_share_s"]) == (2, 5, 4, 1, 2.0)
+    assert "4 of 5 programs compiled by 2 workers" in plugin_prewarm.line(s)
+
+
+def _worker_config(tmp_path, wid, count, prewarm_on=True):
+    wi = {"workerid": wid, "workercount": count,
+          plugin_prewarm.WORKERINPUT_KEY: {"dir": str(tmp_path)} if prewarm_on else None}
+    return SimpleNamespace(workerinput=wi, option=SimpleNamespace(collectonly=False))
+
+
+@pytest.mark.parametrize("wid,count,runs", [("gw1", 2, True), ("gw2", 2, False), ("gw0", 1, True)])
+def test_worker_hook_takes_its_share_marks_it_and_replacements_stay_out(tmp_path, monkeypatch, wid, count, runs):
+    seen = []
+
+    def share(session, directory, index, count_):
+        seen.append((index, count_))
+        return {"programs": 1, "compiled": 1, "failed": 0, "seconds": 0.01}
+
+    monkeypatch.setattr(plugin_prewarm, "_run_share", share)
+    monkeypatch.setattr(plugin_prewarm, "WAIT_S", 0.1)
+    session = SimpleNamespace(config=_worker_config(tmp_path, wid, count))
+    assert plugin_prewarm.pytest_runtestloop(session) is None  # the test loop itself still runs
+    if runs:
+        assert seen == [(int(wid[2:]), count)]
+        assert "waited_s" in prewarm.done(str(tmp_path))[int(wid[2:])]
+    else:  # gw2 of 2 replaced a crashed worker: no share, no wait
+        assert seen == [] and prewarm.done(str(tmp_path)) == {}
+
+
+def test_a_failing_share_still_marks_done_so_no_worker_waits_for_it(tmp_path, monkeypatch):
+    def boom(*a):
+        raise ValueError("plan could not be built")
+
+    monkeypatch.setattr(plugin_prewarm, "_run_share", boom)
+    monkeypatch.setattr(plugin_prewarm, "WAIT_S", 0.1)
+    plugin_prewarm.pytest_runtestloop(SimpleNamespace(config=_worker_config(tmp_path, "gw0", 1)))
+    assert prewarm.done(str(tmp_path))[0]["error"].startswith("ValueError: plan could not be built")
+
+
+def test_prewarm_is_off_without_workers_or_a_compiler_and_says_why():
+    def cfg(mode, n):
+        return SimpleNamespace(getoption=lambda name: mode, option=SimpleNamespace(numprocesses=n))
+
+    assert plugin_prewarm.wanted(cfg("off", 4)) == "--conformance-prewarm off"
+    assert plugin_prewarm.wanted(cfg("auto", 0)) == "fewer than 2 xdist workers"
+    from conformance.core.interpreter_fixes import interpreting
+
+    if interpreting():  # a CPU machine: Triton interprets, nothing to compile
+        assert "interpreter" in plugin_prewarm.wanted(cfg("auto", 4))
+
+
+def test_programs_are_the_lanes_distinct_triton_programs_the_same_in_every_worker():
+    from conformance.compile import lane
+    from conformance.core import registry
+    from conformance.core.targets import parse_target
+
+    k = registry.get_kernel("fp8_group_quant_triton")
+    t = parse_target("sm90")
+    a = prewarm.programs([k], t, seed=5, profile="ci")
+    b = prewarm.programs([k], t, seed=5, profile="ci")
+    specs, _ = lane.specializations(k, t, seed=5, profile="ci")
+    assert [s.program.key for s in a] == [s.program.key for s in b] == [s.program.key for s in specs]
+    assert len({s.program.key for s in a}) == len(a) > 0
+
+
+GPU_SCRIPT = r"""
+import json, sys
+from conformance.core import registry
+registry.load_all()
+from conformance.cases.ids import parse_case_id
+from conformance.checks.harness import run_case
+from conformance.compile import prewarm
+from conformance.compile.triton_driver import build
+from conformance.core.target_limits import limits
+from conformance.core.targets import detect_target
+from conformance.plugin import jit
+
+t = detect_target()
+lim = limits(t.arch)
+chosen = {}
+for name in ("triton_w4a16", "triton_w4a16_actorder", "fp8_group_quant_triton"):
+    for s in prewarm.programs([registry.get_kernel(name)], t, seed=7, profile="ci"):
+        chosen.setdefault((name, tuple(sorted(s.paths))), s)  # one case per kernel and path
+for s in chosen.values():
+    for p in s.launch.programs:
+        build(p, lim)
+print("MODE", jit.install())
+for s in chosen.values():
+    jit.set_kernel(s.kernel, s.case.id)
+    v = run_case(parse_case_id(s.case.id), registry.get_kernel(s.kernel), t, check_determinism=False, record=False)
+    print("CASE", s.case.id, v.status if hasattr(v, "status") else v)
+print("DONE", len(chosen))
+"""
+
+
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(),
+                    reason="no CUDA/HIP device here: whether the JIT finds a prewarmed program in its cache is "
+                           "checked on a GPU machine only")
+def test_a_prewarmed_program_is_the_jits_own_cache_entry(tmp_path):
+    """One case per kernel and path: its programs compiled by the lane's build into an empty Triton cache, then the
+    case run: every specialization the case's JIT needs is a disk-cache hit, none a compile."""
+    log = tmp_path / "jit.log"
+    env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), CONFORMANCE_JIT_LOG=str(log),
+               PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run([sys.executable, "-c", GPU_SCRIPT], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+                       timeout=300)
+    assert r.returncode == 0 and "DONE" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
+    got = jit.read_log(str(log)) if log.exists() else {"compiles": 0, "cache_hits": 0}
+    lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
+    misses = sorted({(e["fn"], e["test"]) for e in lines if not e["hit"]})
+    assert got["compiles"] == 0, f"compiled although prewarmed: {misses[:10]}"
+    assert got["cache_hits"] > 0, r.stdout[-2000:]
