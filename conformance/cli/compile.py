@@ -1,7 +1,10 @@
 """`compile --targets gfx1100,...,sm120 [--kernels a,b] [--profile ci] [--out DIR] [--seed N] [--sets ...]
 [--baseline-target T] [--no-cache]`: the compile lane (conformance/compile/lane.py). Writes DIR/compile.json (one
 record per compile), prints the table target x kernel and each failure with its replay line; exit 0 when every
-compile passes, 1 otherwise, 2 on bad arguments."""
+compile passes, 1 otherwise, 2 on bad arguments.
+
+`compile --record-verdicts [--targets ...]`: compile the lane's CI run of the in-tree kernels (fixed seed) and write
+the results checked into the tree for this Triton (conformance/compile/recorded.py); CPU CI reads them."""
 from __future__ import annotations
 
 import json
@@ -29,6 +32,9 @@ def add_arguments(p) -> None:
     p.add_argument("--baseline-target", default=None, metavar="T",
                    help="also print and record what differs on each target from this one")
     p.add_argument("--no-cache", action="store_true", help="compile everything again (the cache is not read)")
+    p.add_argument("--record-verdicts", action="store_true",
+                   help="compile the lane's CI run of the in-tree kernels (seed 0, ci profile, every set) on --targets "
+                        "and write conformance/compile/recorded/triton-<version>.json, which CPU CI reads")
     p.add_argument("--vllm-src", default=None, metavar="DIR",
                    help="vLLM 0.33.0 source tree for the HIP kernels (default: $CONFORMANCE_VLLM_SRC, else the cache)")
 
@@ -59,6 +65,8 @@ def run(args) -> int:
     require(targets and all(t.is_gpu for t in targets), "--targets", args.targets, "GPU targets, comma-separated")
     for t in targets:
         limits(t.arch)
+    if args.record_verdicts:
+        return _record([t.arch for t in targets])
     sets = tuple(_split(args.sets))
     require(sets and all(s in lane.SETS for s in sets), "--sets", args.sets, f"a subset of {list(lane.SETS)}")
     get_profile(args.profile)
@@ -105,3 +113,19 @@ def run(args) -> int:
     print(f"compile: {n - len(failed)} of {n} compiles pass on {len(targets)} targets in {wall} s; "
           f"{out / 'compile.json'}")
     return 1 if failed or result["errors"] else 0
+
+
+def _record(archs: list[str]) -> int:
+    from conformance.compile import ci_lane
+
+    t0 = time.perf_counter()
+
+    def progress(kernel, arch, n):
+        print(f"compile: {kernel} on {arch}: {n} results so far ({time.perf_counter() - t0:.0f} s)", file=sys.stderr,
+              flush=True)
+
+    out = ci_lane.record(targets=archs, progress=progress)
+    doc = json.loads(out.read_text(encoding="utf-8"))
+    print(f"compile: {len(doc['entries'])} results for Triton {doc['triton']} on {len(archs)} targets written to "
+          f"{out} in {doc['compile_s']} s")
+    return 0

@@ -18,8 +18,9 @@ resources (registers, spills, scratch, LDS / shared memory, occupancy, warnings)
 program, constexprs, cases (how many cases launch it), seconds and cached.
 
 Compiles are cached under the user cache dir (`conformance.core.tree.cache_dir("compile")`), keyed by the program's
-specialization, the hash of its source and of every JIT function it calls, the target and the Triton version:
-a second run of an unchanged tree compiles nothing.
+specialization, the hash of its source and of every JIT function it calls, the target and the Triton version
+(`entry_key`): a second run of an unchanged tree compiles nothing. Results checked into the tree for the locked
+Triton (conformance/compile/recorded.py) are read next, so CPU CI judges the lane without compiling.
 """
 from __future__ import annotations
 
@@ -128,40 +129,69 @@ def specializations(kernel, target: Target, *, seed: int, profile: str = "ci", s
 
 # ---- compiling, cached ------------------------------------------------------------------------------------------
 
-def _cache_file(program: Program, arch: str):
+def entry_key(program: Program, arch: str) -> str:
+    """The compile's cache key: the program's specialization, the hash of its source and of every JIT function it
+    calls, the target and the Triton version (a changed kernel or another Triton is another entry)."""
     import triton
 
     from conformance.compile.triton_driver import source_digest
-    from conformance.core.tree import cache_dir
 
     text = json.dumps([CACHE_VERSION, repr(program.key), source_digest(program), arch, triton.__version__])
-    return cache_dir("compile", "triton") / f"{hashlib.sha256(text.encode()).hexdigest()}.json"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
-def compile_spec(spec: Spec, *, cache: bool = True) -> dict:
-    """The record of one spec: compiled (or read from the cache) and judged against its target's limits. A HIP
-    program (conformance/compile/hip_driver.py) is compiled by clang; one that writes no global memory is an
-    `empty-kernel`."""
-    from conformance.compile import hip_driver
-    from conformance.compile.resources import judge
+def _cache_file(program: Program, arch: str):
+    from conformance.core.tree import cache_dir
+
+    return cache_dir("compile", "triton") / f"{entry_key(program, arch)}.json"
+
+
+class Unrecorded(Exception):
+    """compile_spec(offline=True) found neither a cached nor a recorded result: the program would need a compile."""
+
+
+def raw_result(spec: Spec, *, cache: bool = True, offline: bool = False) -> tuple[dict, bool | str]:
+    """(the compiler's result for one spec: {"ok", "message", "resources", "seconds"}, where it came from: False
+    compiled now, True the user cache, "recorded" the verdicts checked into the tree, conformance/compile/
+    recorded.py). `offline`: never compile (Unrecorded instead)."""
+    from conformance.compile import hip_driver, recorded
     from conformance.compile.triton_driver import compile_program
 
     lim = limits(spec.target.arch)
-    hip = hip_driver.is_hip(spec.program)
-    path = _cache_file(spec.program, lim.arch) if cache and not hip else None
-    raw, cached = (hip_driver.compile_program(spec.program, lim, cache=cache), False) if hip else (None, False)
+    if hip_driver.is_hip(spec.program):
+        if offline:
+            raise Unrecorded(f"{spec.program.name}: HIP programs are not recorded")
+        return hip_driver.compile_program(spec.program, lim, cache=cache), False
+    path = _cache_file(spec.program, lim.arch) if cache else None
     if path is not None and path.is_file():
         try:
-            raw, cached = json.loads(path.read_text(encoding="utf-8")), True
+            return json.loads(path.read_text(encoding="utf-8")), True
         except (OSError, ValueError):
-            raw = None
-    if raw is None:
-        raw = compile_program(spec.program, lim)
-        if path is not None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp")
-            tmp.write_text(json.dumps(raw), encoding="utf-8")
-            os.replace(tmp, path)  # atomic: xdist workers may write the same entry
+            pass
+    if cache:
+        raw = recorded.lookup(entry_key(spec.program, lim.arch))
+        if raw is not None:
+            return raw, "recorded"
+    if offline:
+        raise Unrecorded(f"{spec.program.name} on {lim.arch}")
+    raw = compile_program(spec.program, lim)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(raw), encoding="utf-8")
+        os.replace(tmp, path)  # atomic: xdist workers may write the same entry
+    return raw, False
+
+
+def compile_spec(spec: Spec, *, cache: bool = True, offline: bool = False) -> dict:
+    """The record of one spec: compiled (or read from the cache or the recorded verdicts) and judged against its
+    target's limits. A HIP program (conformance/compile/hip_driver.py) is compiled by clang; one that writes no
+    global memory is an `empty-kernel`. `offline`: raise Unrecorded rather than compile."""
+    from conformance.compile import hip_driver
+    from conformance.compile.resources import judge
+
+    lim = limits(spec.target.arch)
+    raw, cached = raw_result(spec, cache=cache, offline=offline)
     if raw["ok"]:
         verdict, message, occ, warns = judge(raw["resources"], lim, spec.program)
         res = dict(raw["resources"], occupancy=occ, warnings=warns)
@@ -190,15 +220,17 @@ def lane_kernels(names=None) -> list:
 
 
 def run_lane(kernels, targets, *, seed: int, profile: str = "ci", sets=SETS, cache: bool = True,
-             progress=None) -> dict:
-    """{"records": [...], "kernels": {name: {target: status line}}, "errors": [...]}: every kernel on every target.
+             progress=None, offline: bool = False) -> dict:
+    """{"records": [...], "kernels": {name: {target: status line}}, "errors": [...], "unrecorded": [compile ids]}:
+    every kernel on every target (`offline`: nothing is compiled; a program neither cached nor recorded is listed
+    under "unrecorded" instead of a record).
     A kernel that declares no launch on any accepted case is listed as such (no record). A kernel whose HIP source
     a multi-arch build compiles past its gate (hip_driver.home_target) is compiled there with its home target's
     launches; HIP programs this machine cannot compile (no clang, no vLLM source) are skipped, the reason in
     "skipped"."""
     from conformance.compile import hip_driver
 
-    records, errors, table, skipped = [], [], {}, []
+    records, errors, table, skipped, unrecorded = [], [], {}, [], []
     for k in kernels:
         row = table.setdefault(k.name, {})
         for t in targets:
@@ -225,14 +257,19 @@ def run_lane(kernels, targets, *, seed: int, profile: str = "ci", sets=SETS, cac
                 row[target.arch] = ("launch error" if errs else
                                     f"no JIT program ({', '.join(paths)})" if paths else "no launch declared")
                 continue
-            recs = [compile_spec(s, cache=cache) for s in specs]
+            recs = []
+            for s in specs:
+                try:
+                    recs.append(compile_spec(s, cache=cache, offline=offline))
+                except Unrecorded:
+                    unrecorded.append(compile_id(s.target, s.program, s.case))
             records += recs
             bad = sum(r["verdict"] != "pass" for r in recs)
             past = f" (past gate, as on {via.arch})" if via else ""
             row[target.arch] = f"{len(recs) - bad}/{len(recs)} pass{past}"
             if progress:
                 progress(k.name, target.arch, recs)
-    return {"records": records, "kernels": table, "errors": errors, "skipped": skipped}
+    return {"records": records, "kernels": table, "errors": errors, "skipped": skipped, "unrecorded": unrecorded}
 
 
 def table_text(result: dict, targets) -> str:

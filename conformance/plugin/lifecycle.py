@@ -65,8 +65,8 @@ def pytest_configure(config):
         config.pluginmanager.register(heap, "conformance-heap")  # gc.freeze() once started and collected
     from conformance.plugin import prewarm
 
-    if _is_worker(config) and not config.pluginmanager.is_registered(prewarm):
-        config.pluginmanager.register(prewarm, "conformance-prewarm")  # its share of the run's compiles first
+    if not config.pluginmanager.is_registered(prewarm):
+        config.pluginmanager.register(prewarm, "conformance-prewarm")  # a worker's share of the compiles first
     if not config.pluginmanager.is_registered(fast_exit):
         config.pluginmanager.register(fast_exit, "conformance-exit")  # an xdist worker skips finalization at exit
     st.threads, st.threads_undo = thread_info, thread_undo

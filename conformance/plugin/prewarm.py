@@ -7,7 +7,8 @@ GPU (not its interpreter), the run's target is this device's and the compile lan
 hands each worker the run's scratch directory (workerinput); worker gwI of N enumerates the programs of the
 kernels its collected items test, compiles every N-th from the I-th, marks its share done there and waits (at most
 WAIT_S) for the other original workers before its first test. A replacement worker (id >= N) does not take part.
-The controller puts the workers' figures in the report's "jit": {"prewarm": {...}} and the summary line.
+The controller puts the workers' figures in the report's "jit": {"prewarm": {...}} and the summary line (its
+sessionfinish runs before the one that writes the report).
 """
 from __future__ import annotations
 
@@ -93,6 +94,15 @@ def pytest_runtestloop(session):
     stats["waited_s"] = prewarm.wait_for(info["dir"], count, WAIT_S)
     prewarm.mark_done(info["dir"], index, stats)
     return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session, exitstatus):
+    """Controller: the workers' figures into the run state, before the final report is written (state's
+    sessionfinish) and before unconfigure removes the run directory."""
+    st = getattr(session.config, "_conformance", None)
+    if st is not None and not hasattr(session.config, "workerinput"):
+        st.prewarm = controller_summary(session.config)
 
 
 def controller_summary(config) -> dict | None:

@@ -249,9 +249,6 @@ def pytest_sessionfinish(session, exitstatus):
     faults = tested_gate_faults(config)
     if faults and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that raised judged nothing: never a green run
-    from conformance.plugin import prewarm
-
-    st.prewarm = prewarm.controller_summary(config)  # before unconfigure removes the run directory
     if st.plan_failed or st.plan_passed:  # the controller only: failed plan cases run first next time
         from conformance.cases.plan import remember_failures
 
