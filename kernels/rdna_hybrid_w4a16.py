@@ -184,10 +184,15 @@ def skinny_tiles(M: int, N: int, K: int, group_size: int, interpreter: bool | No
         return _forced_tiles[-1]
     if runtime.interpreting() if interpreter is None else interpreter:
         bm, bn, bk_cap = _pow2_at_least(M, 16, 64), _pow2_at_least(N, 16, 128), 128
-    else:
-        bm = _pow2_at_least(M, 16, 128)
-        bn, bk_cap = (64 if M <= 64 else 128), 64
-    return TileConfig(bm, bn, _largest_pow2_divisor(group_size, bk_cap))
+        return TileConfig(bm, bn, _largest_pow2_divisor(group_size, bk_cap))
+    bm = _pow2_at_least(M, 16, 128)
+    bn, bk_cap = (64 if M <= 64 else 128), 64
+    # Every target this kernel serves is wave32 (gfx11 / gfx12). The 128 x 128 tile (M > 64) over 4 waves, 128
+    # threads, holds a 128-VGPR fp32 accumulator per lane beside the dequantized weight tile: it spilled
+    # hundreds of VGPRs to scratch on gfx1100, gfx1151 and gfx1201 (the compile lane's resource-fail,
+    # docs/shipped-bugs.md). 8 waves give it the 256 threads a wave64 part has and compile without spills.
+    num_warps = 8 if bm * bn > 64 * 64 else 4
+    return TileConfig(bm, bn, _largest_pow2_divisor(group_size, bk_cap), num_warps)
 
 
 def _check_operand_tensors(x, qweight, scales, zeros, group_size):

@@ -8,7 +8,6 @@ CI, and recorded by `python -m conformance compile --record-verdicts`.
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 from conformance.compile import lane, recorded
@@ -37,7 +36,7 @@ def record(out: Path | None = None, targets=None, progress=None) -> Path:
     from conformance.core.target_limits import LANE_TARGETS, limits
     from conformance.core.targets import parse_target
 
-    entries, t0 = {}, time.perf_counter()
+    entries = {}
     for arch in targets or LANE_TARGETS:
         target = parse_target(arch)
         for k in in_tree_kernels():
@@ -58,7 +57,7 @@ def record(out: Path | None = None, targets=None, progress=None) -> Path:
     doc = {"triton": recorded.triton_version(), "seed": recorded.SEED, "profile": recorded.PROFILE,
            "targets": list(targets or LANE_TARGETS),
            "kernels": [k.name for k in in_tree_kernels()], "recorded_at_commit": commit,
-           "compile_s": round(time.perf_counter() - t0, 1), "command": recorded.RECORD_COMMAND,
+           "command": recorded.RECORD_COMMAND,
            "entries": dict(sorted(entries.items()))}
     out = out or recorded.path()
     out.parent.mkdir(parents=True, exist_ok=True)
