@@ -367,8 +367,9 @@ def test_a_run_past_its_limit_is_interrupted_then_killed(tmp_path, monkeypatch):
 
 def test_gemlite_runs_tell_a_run_that_hangs_after_its_summary(tmp_path, monkeypatch):
     """Run 1 ends; run 2 prints [100%] and its summary, then does not exit: cut at the limit, and told apart."""
-    from conformance_bench import gemlite_runs
+    from conformance_bench import gemlite_runs, gpu_ci
 
+    monkeypatch.setattr(gpu_ci, "GRACE_S", 1.0)  # SIGKILL 1 s after SIGINT: the 20 s grace cost this test 23 s once
     script = FAKE_PYTEST.replace('mode, opts = sys.argv[1], ', 'n = pathlib.Path(sys.argv[1]); n.write_text(str('
                                  'int(n.read_text() or 0) + 1) if n.exists() else "1"); mode = "hang" if '
                                  'n.read_text() == "2" else "cold"; opts = ')
