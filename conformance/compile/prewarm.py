@@ -8,10 +8,11 @@ it first (Triton's JIT then finds it in its on-disk cache, shared by the workers
 
 What a case launches is the kernel's own answer (`Kernel.launch`, the compile lane's source: the CI plan's rows,
 the catalogue and the regression cases), so a plugin kernel that declares its launches is pre-compiled too. The
-compile is the lane's (conformance/compile/triton_driver.build) for this device's own target: the same source,
-specialization and options as the JIT's compile, hence the same cache entry. A program whose compile fails is left
-for its case to compile and report. The plugin side (when, which kernels, the report's "prewarm") is
-conformance/plugin/prewarm.py.
+compile is the JIT's own (`warm`: Triton's warmup of the JIT function with mock tensors), so its binary is the
+cache entry a launch of the same specialization finds; the lane's ASTSource compile (triton_driver.build) gives
+the same code but, on Triton 3.6 on an H100, not the same cache key (a prewarmed suite still compiled 509 times).
+A program whose compile fails is left for its case to compile and report. The plugin side (when, which kernels,
+the report's "prewarm") is conformance/plugin/prewarm.py.
 """
 from __future__ import annotations
 
@@ -20,6 +21,53 @@ import os
 import time
 
 DONE_PREFIX = "prewarm-"
+_REPRESENTATIVE = {"i32": 0, "i64": 2 ** 33, "u64": 2 ** 63}  # + 16 (divisible by 16) or + 17 (neither 1 nor that)
+
+
+def warmup_args(program) -> dict:
+    """The arguments of `program`'s launch as Triton's warmup takes them: for each pointer a mock tensor of its dtype
+    (16-byte aligned where the program marks it divisible), for each int a representative of its specialization
+    class (divisible by 16, or neither 1 nor that; of its width), constexprs by value."""
+    import torch
+    from triton.runtime.jit import MockTensor
+
+    from conformance.core.launch import TRITON_SCALARS
+
+    to_torch = {v: getattr(torch, k) for k, v in TRITON_SCALARS.items() if hasattr(torch, k)}
+
+    class Unaligned(MockTensor):
+        def data_ptr(self):
+            return 8  # not a multiple of 16: Triton does not mark it divisible
+
+    consts, div = dict(program.constexprs), set(program.divisible)
+    args = {}
+    for name, ty in program.signature:
+        if ty == "constexpr":
+            args[name] = consts[name]
+        elif ty.startswith("*"):
+            dtype = to_torch[ty.lstrip("*k")]
+            args[name] = MockTensor(dtype) if name in div else Unaligned(dtype)
+        elif ty in _REPRESENTATIVE:
+            args[name] = _REPRESENTATIVE[ty] + (16 if name in div else 17)
+        elif ty == "u1":
+            args[name] = True
+        elif ty.startswith("fp"):
+            args[name] = 1.5
+        else:
+            raise ValueError(f"{program.name}: argument {name} of type {ty!r} has no representative value")
+    return args
+
+
+def warm(program) -> None:
+    """Compile `program` for this machine's GPU through its JIT function's own warmup (Triton's `fn.warmup` on
+    warmup_args: no launch), so the binary lands in Triton's cache under the very key a launch of the same
+    specialization looks up. Raises what the compile raises."""
+    import triton
+
+    fn = program.fn
+    if not isinstance(fn, triton.runtime.jit.JITFunction):
+        raise TypeError(f"{program.name}: not a JIT function here ({type(fn).__name__}): nothing to warm")
+    fn.warmup(grid=(1,), **warmup_args(program), **dict(program.options))
 
 
 def programs(kernels, target, *, seed: int, profile: str) -> list:
@@ -95,4 +143,5 @@ def summary(stats: dict[int, dict]) -> dict:
             "compiled": sum(v.get("compiled", 0) for v in vals), "failed": sum(v.get("failed", 0) for v in vals),
             "enumerate_s": max((v.get("enumerate_s", 0.0) for v in vals), default=0.0),
             "slowest_share_s": max((v.get("seconds", 0.0) for v in vals), default=0.0),
-            "longest_wait_s": max((v.get("waited_s", 0.0) for v in vals), default=0.0)}
+            "longest_wait_s": max((v.get("waited_s", 0.0) for v in vals), default=0.0),
+            "notes": sorted({v[k] for v in vals for k in ("skipped", "error") if v.get(k)})[:3]}

@@ -5,14 +5,15 @@ report's "jit": {"mode", "per_kernel": {kernel: {"jit_compiles", "jit_seconds", 
 Counted through Triton's hooks (triton.knobs, Triton >= 3.4): `runtime.jit_cache_hook` runs before a JIT function
 compiles a specialization new to this process and `runtime.jit_post_compile_hook` after it; the seconds between
 them are the compile's. `compilation.listener` says whether the compile was served from Triton's on-disk cache
-(cache_hit): those count as `jit_cache_hits`, not compiles; where the listener is missing every new specialization
-counts as a compile and the mode says so. Hooks a user installed before keep running (they are chained).
-In the interpreter (TRITON_INTERPRET=1, CPU machines) nothing compiles: 0 compiles, mode "interpreter".
+(cache_hit): those count as `jit_cache_hits`, not compiles; a warmup (prewarm's compiles) is not counted; where the
+listener is missing every new specialization counts as a compile and the mode says so. Hooks a user installed before
+keep running (they are chained). In the interpreter (TRITON_INTERPRET=1, CPU machines) nothing compiles: 0 compiles,
+mode "interpreter".
 Each compile is attributed to the kernel whose test is running (`set_kernel`, called by the plugin before each
 test's setup); each test report carries the compiles made since the previous report (xdist workers included).
 
 $CONFORMANCE_JIT_LOG=FILE: every process of the run appends one JSON line per new specialization to FILE
-({"pid", "worker", "kernel", "test", "fn", "spec" (a digest of Triton's description of the specialization),
+({"pid", "worker", "kernel", "test", "fn", "spec" (a digest of the specialization key Triton caches the compile by),
 "hit", "s"}), so a run can show which compiles were made twice (`duplicates`): a run should compile each
 specialization once (benchmarks/gpu_ci.py reads it).
 """
@@ -135,13 +136,17 @@ def hook(knobs) -> str:
     prev_cache, prev_post = rt.jit_cache_hook, rt.jit_post_compile_hook
 
     def cache_hook(*args, **kwargs):
-        _local.start, _local.hit, _local.what = time.perf_counter(), False, str(kwargs.get("repr") or "")
+        _local.start, _local.hit = time.perf_counter(), False
+        _local.warmup = bool(kwargs.get("is_manual_warmup"))
+        fn = getattr(kwargs.get("fn"), "name", None) or str(kwargs.get("repr") or "").split("[", 1)[0]
+        _local.what = f"{fn}[{kwargs.get('key')!r}]"  # the specialization key: what the JIT caches by
         return prev_cache(*args, **kwargs) if prev_cache else None  # truthy would skip the compile: theirs only
 
     def post_compile_hook(*args, **kwargs):
         start = getattr(_local, "start", None)
-        _note(bool(getattr(_local, "hit", False)), time.perf_counter() - start if start is not None else 0.0,
-              getattr(_local, "what", ""))
+        if not getattr(_local, "warmup", False):  # a prewarm compile (conformance.plugin.prewarm) is not a case's
+            _note(bool(getattr(_local, "hit", False)), time.perf_counter() - start if start is not None else 0.0,
+                  getattr(_local, "what", ""))
         _local.start = None
         return prev_post(*args, **kwargs) if prev_post else None
 

@@ -3,7 +3,7 @@ conformance/compile/prewarm.py's). Without it each worker compiles a specializat
 cases launches it, and the workers that meet it at the same moment all compile it.
 
 On when all hold: `--conformance-prewarm auto` (the default), xdist workers (-n 2 or more), Triton compiling for a
-GPU (not its interpreter), the run's target is this device's and the compile lane knows its limits. The controller
+GPU (not its interpreter) and the run's target is this device's (a simulated target is not warmed). The controller
 hands each worker the run's scratch directory (workerinput); worker gwI of N enumerates the programs of the
 kernels its collected items test, compiles every N-th from the I-th, marks its share done there and waits (at most
 WAIT_S) for the other original workers before its first test. A replacement worker (id >= N) does not take part.
@@ -53,23 +53,25 @@ def _index(config) -> tuple[int, int] | None:
 
 def _run_share(session, directory: str, index: int, count: int) -> dict:
     from conformance.compile import prewarm
-    from conformance.compile.triton_driver import build
     from conformance.core import registry
-    from conformance.core.target_limits import limits
     from conformance.plugin.collection import item_kernel
     from conformance.plugin.options import _target
 
     config = session.config
     t0 = time.perf_counter()
+    from conformance.core.targets import detect_target
+
     target = _target(config)
-    lim = limits(target.arch)
+    if target != detect_target():
+        return {"programs": 0, "compiled": 0, "failed": 0, "seconds": 0.0,
+                "skipped": f"the run's target {target} is not this device's ({detect_target()})"}
     names = sorted({k for k in (item_kernel(i) for i in session.items) if k})
     known = {k.name: k for k in registry.all_kernels()}
     kernels = [known[n] for n in names if n in known]
     specs = prewarm.programs(kernels, target, seed=config._conformance.seed,
                              profile=config.getoption("--conformance-profile"))
     enumerate_s = round(time.perf_counter() - t0, 3)
-    stats = prewarm.compile_share(specs, index, count, lambda program: build(program, lim))
+    stats = prewarm.compile_share(specs, index, count, prewarm.warm)
     stats["enumerate_s"] = enumerate_s
     return stats
 
@@ -123,6 +125,7 @@ def line(doc: dict | None) -> str:
         return ""
     if "off" in doc:
         return f"prewarm off ({doc['off']})"
+    notes = "; ".join(doc.get("notes") or [])
     return (f"prewarm: {doc['compiled']} of {doc['programs']} programs compiled by {doc['workers']} workers "
             f"(slowest share {doc['slowest_share_s']} s, longest wait {doc['longest_wait_s']} s, "
-            f"{doc['failed']} failed)")
+            f"{doc['failed']} failed)" + (f": {notes}" if notes else ""))

@@ -90,19 +90,21 @@ def test_jit_log_names_each_compile_and_counts_repeats(clean_jit, tmp_path, monk
     knobs = _knobs()
     jit.hook(knobs)
 
-    def compile_(what, hit):
-        knobs.runtime.jit_cache_hook(key="k", repr=what)
+    def compile_(fn, key, hit, warmup=False):
+        knobs.runtime.jit_cache_hook(key=key, repr=f"{fn}[num_warps=4](x: *fp16)", is_manual_warmup=warmup)
         knobs.compilation.listener(cache_hit=hit)
-        knobs.runtime.jit_post_compile_hook(key="k", repr=what)
+        knobs.runtime.jit_post_compile_hook(key=key, repr=f"{fn}[num_warps=4](x: *fp16)", is_manual_warmup=warmup)
 
     jit.set_kernel("k", "t::a")
-    compile_("gemm[num_warps=4](x: *fp16)", False)
-    compile_("gemm[num_warps=8](x: *fp16)", False)
-    compile_("gemm[num_warps=4](x: *fp16)", False)  # again: as a second worker would
-    compile_("reduce[num_warps=4](x: *fp32)", True)  # served from the disk cache
+    compile_("gemm", ("fp16", "D", 64), False)
+    compile_("gemm", ("fp16", "D", 128), False)  # another constexpr: another specialization, the same repr
+    compile_("gemm", ("fp16", "D", 64), False)  # again: as a second worker would
+    compile_("reduce", ("fp32",), True)  # served from the disk cache
+    compile_("reduce", ("fp16",), False, warmup=True)  # prewarm's own compile: not a case's
     got = jit.read_log(str(log))
     assert {k: got[k] for k in ("compiles", "cache_hits", "distinct", "duplicates")} == \
         {"compiles": 3, "cache_hits": 1, "distinct": 2, "duplicates": 1}
+    assert jit.take()["k"][:1] == [3]
     assert got["top_duplicates"] == [["gemm", 1]]
     first = log.read_text().splitlines()[0]
     assert '"test": "t::a"' in first and '"kernel": "k"' in first

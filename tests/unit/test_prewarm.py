@@ -113,33 +113,66 @@ def test_programs_are_the_lanes_distinct_triton_programs_the_same_in_every_worke
     assert len({s.program.key for s in a}) == len(a) > 0
 
 
-GPU_SCRIPT = r"""
+def test_warmup_args_specialize_as_the_program_says():
+    """What prewarm hands Triton's warmup specializes, by Triton's own specializer, to exactly the program's
+    signature and divisibility: every Triton program the in-tree kernels launch on sm90 and gfx1201 for the lane's
+    cases (so the warmup compiles the cache entry the launch will look up)."""
+    from triton.backends.compiler import BaseBackend
+    from triton.runtime.jit import native_specialize_impl
+
+    from conformance.compile.ci_lane import in_tree_kernels
+    from conformance.core.targets import parse_target
+
+    seen = 0
+    for arch in ("sm90", "gfx1201"):
+        for s in prewarm.programs(in_tree_kernels(), parse_target(arch), seed=0, profile="ci"):
+            p, args = s.program, prewarm.warmup_args(s.program)
+            consts, div = dict(p.constexprs), set(p.divisible)
+            for name, ty in p.signature:
+                if ty == "constexpr":
+                    assert args[name] == consts[name], (p.name, name)
+                    continue
+                got_ty, key = native_specialize_impl(BaseBackend, args[name], False, True, True)
+                assert got_ty == ty, (p.name, name, got_ty, ty)
+                if ty.startswith("*") or ty in ("i32", "i64", "u64"):
+                    assert (key == "D") == (name in div), (p.name, name, key)
+            seen += 1
+    assert seen > 100
+
+
+GPU_WARM = r"""
 import json, sys
 from conformance.core import registry
 registry.load_all()
-from conformance.cases.ids import parse_case_id
-from conformance.checks.harness import run_case
 from conformance.compile import prewarm
-from conformance.compile.triton_driver import build
-from conformance.core.target_limits import limits
 from conformance.core.targets import detect_target
-from conformance.plugin import jit
 
 t = detect_target()
-lim = limits(t.arch)
 chosen = {}
 for name in ("triton_w4a16", "triton_w4a16_actorder", "fp8_group_quant_triton"):
     for s in prewarm.programs([registry.get_kernel(name)], t, seed=7, profile="ci"):
         chosen.setdefault((name, tuple(sorted(s.paths))), s)  # one case per kernel and path
 for s in chosen.values():
     for p in s.launch.programs:
-        build(p, lim)
+        prewarm.warm(p)
+print(json.dumps([[s.kernel, s.case.id] for s in chosen.values()]))
+"""
+
+GPU_RUN = r"""
+import json, sys
+from conformance.core import registry
+registry.load_all()
+from conformance.cases.ids import parse_case_id
+from conformance.checks.harness import run_case
+from conformance.core.targets import detect_target
+from conformance.plugin import jit
+
 print("MODE", jit.install())
-for s in chosen.values():
-    jit.set_kernel(s.kernel, s.case.id)
-    v = run_case(parse_case_id(s.case.id), registry.get_kernel(s.kernel), t, check_determinism=False, record=False)
-    print("CASE", s.case.id, v.status if hasattr(v, "status") else v)
-print("DONE", len(chosen))
+t = detect_target()
+for kernel, cid in json.loads(sys.argv[1]):
+    jit.set_kernel(kernel, cid)
+    run_case(parse_case_id(cid), registry.get_kernel(kernel), t, check_determinism=False, record=False)
+print("DONE")
 """
 
 
@@ -147,16 +180,21 @@ print("DONE", len(chosen))
                     reason="no CUDA/HIP device here: whether the JIT finds a prewarmed program in its cache is "
                            "checked on a GPU machine only")
 def test_a_prewarmed_program_is_the_jits_own_cache_entry(tmp_path):
-    """One case per kernel and path: its programs compiled by the lane's build into an empty Triton cache, then the
-    case run: every specialization the case's JIT needs is a disk-cache hit, none a compile."""
+    """One case per kernel and path: its programs warmed by prewarm.warm into an empty Triton cache in one process,
+    then the case run in another: every specialization the case's JIT needs is a disk-cache hit, none a compile."""
     log = tmp_path / "jit.log"
     env = dict(os.environ, TRITON_CACHE_DIR=str(tmp_path / "triton"), CONFORMANCE_JIT_LOG=str(log),
                PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    r = subprocess.run([sys.executable, "-c", GPU_SCRIPT], capture_output=True, text=True, env=env, cwd=str(tmp_path),
+    w = subprocess.run([sys.executable, "-c", GPU_WARM], capture_output=True, text=True, env=env, cwd=str(tmp_path),
                        timeout=300)
+    assert w.returncode == 0, w.stdout[-3000:] + w.stderr[-3000:]
+    cases = w.stdout.strip().splitlines()[-1]
+    assert not log.exists() or jit.read_log(str(log))["compiles"] == 0  # warmups are not counted as compiles
+    r = subprocess.run([sys.executable, "-c", GPU_RUN, cases], capture_output=True, text=True, env=env,
+                       cwd=str(tmp_path), timeout=300)
     assert r.returncode == 0 and "DONE" in r.stdout, r.stdout[-3000:] + r.stderr[-3000:]
     got = jit.read_log(str(log)) if log.exists() else {"compiles": 0, "cache_hits": 0}
     lines = [json.loads(x) for x in log.read_text().splitlines()] if log.exists() else []
     misses = sorted({(e["fn"], e["test"]) for e in lines if not e["hit"]})
     assert got["compiles"] == 0, f"compiled although prewarmed: {misses[:10]}"
-    assert got["cache_hits"] > 0, r.stdout[-2000:]
+    assert got["cache_hits"] >= len(json.loads(cases)), r.stdout[-2000:]
