@@ -121,9 +121,8 @@ def test_warmup_args_specialize_as_the_program_says():
     from triton.runtime.jit import native_specialize_impl
 
     from conformance.compile.ci_lane import in_tree_kernels
-    from conformance.core.targets import parse_target
-
     from conformance.core import registry
+    from conformance.core.targets import parse_target
 
     seen = 0
     for arch, kernels in (("sm90", in_tree_kernels()), ("gfx1201", [registry.get_kernel("rdna_hybrid_w4a16")])):
@@ -200,3 +199,58 @@ def test_a_prewarmed_program_is_the_jits_own_cache_entry(tmp_path):
     misses = sorted({(e["fn"], e["test"]) for e in lines if not e["hit"]})
     assert got["compiles"] == 0, f"compiled although prewarmed: {misses[:10]}"
     assert got["cache_hits"] >= len(json.loads(cases)), r.stdout[-2000:]
+
+
+def _jit_source(program, target_arch):
+    """The ASTSource and options Triton's JIT builds for a launch of `program` (its binder's specialization of the
+    warmup arguments, then JITFunction._pack_args), without a device."""
+    from triton import knobs
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler.compiler import ASTSource, make_backend
+    from triton.runtime.jit import native_specialize_impl
+
+    from conformance.compile.triton_driver import _compilable_language, jit_view
+
+    backend = make_backend(GPUTarget("cuda", int(target_arch[2:]), 32))
+    with _compilable_language():
+        view = jit_view(program.fn)
+        args = prewarm.warmup_args(program)
+        bound = {kp.name: args[kp.name] for kp in view.params}
+        spec = [("constexpr", bound[kp.name]) if kp.is_constexpr else
+                native_specialize_impl(backend, bound[kp.name], kp.is_const, not kp.do_not_specialize,
+                                       not kp.do_not_specialize_on_alignment) for kp in view.params]
+        kwargs = dict(program.options, debug=False, instrumentation_mode=knobs.compilation.instrumentation_mode)
+        if hasattr(knobs.compilation, "fpsan_homomorphic_casts"):
+            kwargs["fpsan_homomorphic_casts"] = knobs.compilation.fpsan_homomorphic_casts
+        options, sig, cexpr, attrs = view._pack_args(backend, kwargs, bound, spec, None)
+        return ASTSource(view, sig, cexpr, attrs), options, backend
+
+
+def test_the_lane_compiles_what_the_jit_compiles_for_the_launch():
+    """The compile lane's source for a program (signature, constexprs, every attribute) and its options are what
+    Triton's JIT builds for a launch of it (its own specializer and packing, the oracle here), for every Triton
+    program the in-tree kernels launch on sm90 in the lane's cases. The JIT also lists an empty attribute list for
+    each parameter it assumes nothing of; those change no code but do change the source's hash, so a lane compile is
+    not the launch's cache entry (prewarm compiles through the JIT's warmup for that)."""
+    try:
+        from triton.runtime.jit import JITFunction, native_specialize_impl  # noqa: F401
+        assert hasattr(JITFunction, "_pack_args")
+    except (ImportError, AssertionError):
+        pytest.skip("this Triton packs launches otherwise (no JITFunction._pack_args / native_specialize_impl)")
+    from conformance.compile.ci_lane import in_tree_kernels
+    from conformance.compile.triton_driver import _ast_source, _compilable_language
+    from conformance.core.target_limits import limits
+    from conformance.core.targets import parse_target
+
+    lim = limits("sm90")
+    n = 0
+    for s in prewarm.programs(in_tree_kernels(), parse_target("sm90"), seed=0, profile="ci"):
+        jit_src, jit_opts, backend = _jit_source(s.program, "sm90")
+        with _compilable_language():
+            lane_src = _ast_source(s.program, lim)
+        assert lane_src.signature == jit_src.signature, s.program.name
+        assert lane_src.constants == jit_src.constants, s.program.name
+        assert lane_src.attrs == {k: v for k, v in jit_src.attrs.items() if v}, (s.program.name, lane_src.attrs)
+        assert backend.parse_options(dict(s.program.options)).hash() == jit_opts.hash(), s.program.name
+        n += 1
+    assert n > 100
