@@ -10,8 +10,8 @@ What a case launches is the kernel's own answer (`Kernel.launch`, the compile la
 the catalogue and the regression cases), so a plugin kernel that declares its launches is pre-compiled too. The
 compile is the JIT's own (`warm`: Triton's warmup of the JIT function with mock tensors), so its binary is the
 cache entry a launch of the same specialization finds. The lane's ASTSource compile (triton_driver.build) makes the
-same code but not the JIT's key (the JIT also lists empty attribute entries, which parameters get one differs
-between Triton releases; on Triton 3.6 on an H100 a suite prewarmed that way still compiled 509 times).
+same code but not the JIT's key (the JIT also lists empty attribute entries, each release in its own way; on
+Triton 3.6 on an H100 a suite prewarmed that way still compiled 509 times).
 A program whose compile fails is left for its case to compile and report. The plugin side (when, which kernels,
 the report's "prewarm") is conformance/plugin/prewarm.py.
 """
