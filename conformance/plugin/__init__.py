@@ -13,11 +13,13 @@ re-exports the hooks and fixtures):
 - scheduler: our xdist scheduler for --dist loadgroup / loadscope, safe when a crashed worker is replaced
   (docs/faults.md);
 - exit: a finished xdist worker or pytest command-line process leaves with os._exit, skipping the interpreter's
-  finalization (with the exit status pytest would return).
+  finalization (with the exit status pytest would return);
+- prewarm: on a GPU, xdist workers compile the run's Triton programs once each, split between them, before their
+  first test (docs/ci.md).
 
 Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile, --conformance-case,
 --conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed,
---conformance-shard (docs/ci.md);
+--conformance-shard, --conformance-prewarm, --conformance-compile-targets (docs/ci.md);
 --conformance-kernels and --conformance-case also deselect tests parametrized by another kernel (`kernel` /
 `kernel_name` parameters). Every option is validated at configuration, before any work: a bad value (an unknown kernel,
 an empty list, a bad target, profile, tier or case id, an unwritable report path, a plugin that fails to import) is
