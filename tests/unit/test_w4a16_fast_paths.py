@@ -123,6 +123,7 @@ def test_tile_table_json_round_trip(tmp_path, monkeypatch):
     p = tmp_path / "tiles_sm90.json"
     p.write_text(json.dumps(_table_doc()))
     monkeypatch.delitem(tw.TILE_TABLE, "sm90", raising=False)
+    monkeypatch.setattr(tw, "PLANAR_TABLE", dict(tw.PLANAR_TABLE))  # load_tile_table replaces sm90's planar rows too
     assert tw.load_tile_table("sm90", p)
     rows = tw.TILE_TABLE.pop("sm90")
     assert rows[0] == (4, TileConfig(4, 128, 64, split_k=0, use_dot=False, packed_load=True, num_warps=4,
@@ -159,6 +160,7 @@ def _fake_sm90(monkeypatch):
     monkeypatch.setattr(tw, "_tried_arch", set())
     monkeypatch.setattr(tw, "_arch_by_index", {})
     monkeypatch.setattr(tw, "TILE_TABLE", {k: v for k, v in tw.TILE_TABLE.items() if k != "sm90"})
+    monkeypatch.setattr(tw, "PLANAR_TABLE", {k: v for k, v in tw.PLANAR_TABLE.items() if k != "sm90"})
 
 
 def test_gpu_kind_uses_a_measured_table_and_warns_on_a_bad_one(tmp_path, monkeypatch):
@@ -192,3 +194,16 @@ def test_ci_profile_reaches_every_gpu_path_in_the_interpreter_table():
     gpu_paths = {(path(c), c.magic, c.swap_ab) for _, c in tw.TILE_TABLE["gpu"] + measured}
     ci_paths = {(path(c), c.magic, c.swap_ab) for c in (tw.table_tiles(m, "interpreter") for m in range(1, m_max + 1))}
     assert gpu_paths <= ci_paths, sorted(gpu_paths - ci_paths)
+
+
+def test_the_table_tests_leave_the_tables_as_they_were(tmp_path):
+    """Loading a table file replaces an arch's main and planar rows; the tests above must undo both, or every later
+    sm90 launch description in the same process (the plan's, the compile lane's) reads their stand-in rows."""
+    before = ({k: list(v) for k, v in tw.TILE_TABLE.items()}, {k: list(v) for k, v in tw.PLANAR_TABLE.items()})
+    tests = (test_tile_table_json_round_trip, test_gpu_kind_uses_a_measured_table_and_warns_on_a_bad_one)
+    for i, t in enumerate(tests):
+        d = tmp_path / str(i)
+        d.mkdir()
+        with pytest.MonkeyPatch.context() as mp:
+            t(d, mp)
+    assert ({k: list(v) for k, v in tw.TILE_TABLE.items()}, {k: list(v) for k, v in tw.PLANAR_TABLE.items()}) == before
