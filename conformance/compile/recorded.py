@@ -9,7 +9,7 @@ Checking the lane's CI run against it and writing it: conformance/compile/ci_lan
 
 The CI run: the in-tree kernels (module conformance_kernels.*), profile ci, sets plan + catalogue + regressions,
 seed SEED. The seed is fixed, unlike the suite's (the commit's): another seed places the plan's shapes elsewhere
-and so launches other integer specializations (about half of each seed's programs are new: 4 seeds give 2.3 times
+and so launches other integer specializations (about half of each seed's programs are new: 4 seeds give 2.4 times
 one seed's), which no checked-in file could hold; one fixed set keeps every verdict reproducible and the file
 small. The entries are keyed by `lane.entry_key` (the program's specialization, its source's hash, the target and
 the Triton version): a kernel or plan change that launches a new program makes `check` list it as unrecorded, and
