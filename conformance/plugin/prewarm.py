@@ -54,13 +54,12 @@ def _index(config) -> tuple[int, int] | None:
 def _run_share(session, directory: str, index: int, count: int) -> dict:
     from conformance.compile import prewarm
     from conformance.core import registry
+    from conformance.core.targets import detect_target
     from conformance.plugin.collection import item_kernel
     from conformance.plugin.options import _target
 
     config = session.config
     t0 = time.perf_counter()
-    from conformance.core.targets import detect_target
-
     target = _target(config)
     if target != detect_target():
         return {"programs": 0, "compiled": 0, "failed": 0, "seconds": 0.0,
