@@ -140,10 +140,10 @@ def entry_key(program: Program, arch: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _cache_file(program: Program, arch: str):
+def _cache_file(key: str):
     from conformance.core.tree import cache_dir
 
-    return cache_dir("compile", "triton") / f"{entry_key(program, arch)}.json"
+    return cache_dir("compile", "triton") / f"{key}.json"
 
 
 class Unrecorded(Exception):
@@ -162,14 +162,15 @@ def raw_result(spec: Spec, *, cache: bool = True, offline: bool = False) -> tupl
         if offline:
             raise Unrecorded(f"{spec.program.name}: HIP programs are not recorded")
         return hip_driver.compile_program(spec.program, lim, cache=cache), False
-    path = _cache_file(spec.program, lim.arch) if cache else None
+    key = entry_key(spec.program, lim.arch) if cache else None  # the source digest is most of a lookup's cost
+    path = _cache_file(key) if cache else None
     if path is not None and path.is_file():
         try:
             return json.loads(path.read_text(encoding="utf-8")), True
         except (OSError, ValueError):
             pass
     if cache:
-        raw = recorded.lookup(entry_key(spec.program, lim.arch))
+        raw = recorded.lookup(key)
         if raw is not None:
             return raw, "recorded"
     if offline:

@@ -124,9 +124,9 @@ def first_line(e: BaseException) -> str:
 
 
 def build(program: Program, lim: TargetLimits):
-    """Triton's compiled kernel of `program` for `lim`'s target (raises what the compiler raises). On the target's
-    own GPU the compile is the one the JIT would make for the same launch (same source, specialization and
-    options), so it lands in Triton's on-disk cache under the JIT's key (conformance/compile/prewarm.py)."""
+    """Triton's compiled kernel of `program` for `lim`'s target (raises what the compiler raises). The code is what
+    the JIT compiles for the same launch, but not under the JIT's cache key (the JIT also lists empty attribute
+    entries): to fill a cache for launches use the JIT's warmup (conformance/compile/prewarm.py)."""
     import triton
 
     with _compilable_language():

@@ -5,6 +5,8 @@ the target's limits. A kernel or plan change that launches a program without a r
 that compiles and records it."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from conformance.compile import ci_lane, recorded
@@ -39,7 +41,7 @@ def test_an_unrecorded_program_is_listed_not_compiled(monkeypatch):
 
     monkeypatch.setattr(triton_driver, "compile_program", no_compile)
     monkeypatch.setattr(recorded, "lookup", lambda key: None)
-    monkeypatch.setattr(lane, "_cache_file", lambda program, arch: __import__("pathlib").Path("/nonexistent/x"))
+    monkeypatch.setattr(lane, "_cache_file", lambda key: Path("/nonexistent/x"))
     res = ci_lane.check("sm80")
     assert res["unrecorded"] and not res["records"]
     assert all(cid.startswith("compile/sm80/") for cid in res["unrecorded"])

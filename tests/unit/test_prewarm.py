@@ -113,10 +113,36 @@ def test_programs_are_the_lanes_distinct_triton_programs_the_same_in_every_worke
     assert len({s.program.key for s in a}) == len(a) > 0
 
 
+def _triton_packing() -> str | None:
+    """Why this Triton's launch specializer and packing cannot serve as the oracle here (None: they can): the tests
+    below call its private API (native_specialize_impl, JITFunction._pack_args), which other releases (a GPU
+    machine's own) may lack or shape otherwise."""
+    import inspect
+
+    try:
+        from triton.runtime.jit import JITFunction, native_specialize_impl
+    except ImportError as e:
+        return f"this Triton has no native_specialize_impl ({e})"
+    want_spec = ["backend", "arg", "is_const", "specialize_value", "align"]
+    want_pack = ["self", "backend", "kwargs", "bound_args", "specialization", "options"]
+    try:
+        got_spec = list(inspect.signature(native_specialize_impl).parameters)
+    except (TypeError, ValueError):  # a builtin without a signature: judged by a call below
+        got_spec = want_spec
+    got_pack = list(inspect.signature(JITFunction._pack_args).parameters) if hasattr(JITFunction, "_pack_args") else []
+    if len(got_spec) != len(want_spec) or got_pack != want_pack:
+        return (f"this Triton specializes or packs launches otherwise (native_specialize_impl{tuple(got_spec)}, "
+                f"JITFunction._pack_args{tuple(got_pack)})")
+    return None
+
+
 def test_warmup_args_specialize_as_the_program_says():
     """What prewarm hands Triton's warmup specializes, by Triton's own specializer, to exactly the program's
     signature and divisibility: every Triton program the in-tree kernels launch on sm90 for the lane's cases, and
     the RDNA-only kernel's on gfx1201 (so the warmup compiles the cache entry the launch will look up)."""
+    why = _triton_packing()
+    if why:
+        pytest.skip(why)
     from triton.backends.compiler import BaseBackend
     from triton.runtime.jit import native_specialize_impl
 
@@ -232,11 +258,9 @@ def test_the_lane_compiles_what_the_jit_compiles_for_the_launch():
     program the in-tree kernels launch on sm90 in the lane's cases. The JIT also lists an empty attribute list for
     each parameter it assumes nothing of; those change no code but do change the source's hash, so a lane compile is
     not the launch's cache entry (prewarm compiles through the JIT's warmup for that)."""
-    try:
-        from triton.runtime.jit import JITFunction, native_specialize_impl  # noqa: F401
-        assert hasattr(JITFunction, "_pack_args")
-    except (ImportError, AssertionError):
-        pytest.skip("this Triton packs launches otherwise (no JITFunction._pack_args / native_specialize_impl)")
+    why = _triton_packing()
+    if why:
+        pytest.skip(why)
     from conformance.compile.ci_lane import in_tree_kernels
     from conformance.compile.triton_driver import _ast_source, _compilable_language
     from conformance.core.target_limits import limits
