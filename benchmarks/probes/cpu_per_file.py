@@ -4,11 +4,12 @@ merged: where the README test command's CPU goes.
 
 Usage (repo root):
   CPU_PER_FILE_DIR=/tmp/cpf python -m pytest -n auto -q -p benchmarks.probes.cpu_per_file
-  python benchmarks/probes/cpu_per_file.py /tmp/cpf [--top 30]
+  python benchmarks/probes/cpu_per_file.py /tmp/cpf [--top 30] [--by test]
 
 Each pytest process (controller and every xdist worker) writes CPU_PER_FILE_DIR/<pid>.json at its end:
-{"files": {path: cpu_s}, "process_total": its own user+sys, "in_tests": the files' sum (its own and its tests'
-subprocesses)}; its own CPU outside tests (startup, collection, session end) is process_total less its own share.
+{"files": {path: cpu_s}, "tests": {node id: cpu_s}, "process_total": its own user+sys, "in_tests": the files' sum
+(its own and its tests' subprocesses)}; its own CPU outside tests (startup, collection, session end) is
+process_total less its own share.
 A subprocess a test starts but does not wait for is not counted.
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 from collections import defaultdict
 
 _files: dict[str, float] = defaultdict(float)
+_tests: dict[str, float] = defaultdict(float)
 
 
 def _cpu() -> float:
@@ -36,7 +38,9 @@ try:
         try:
             return (yield)
         finally:
-            _files[item.nodeid.split("::")[0]] += _cpu() - c0
+            spent = _cpu() - c0
+            _files[item.nodeid.split("::")[0]] += spent
+            _tests[item.nodeid] += spent
 
     @pytest.hookimpl(trylast=True)
     def pytest_unconfigure(config):
@@ -47,8 +51,8 @@ try:
         me = resource.getrusage(resource.RUSAGE_SELF)  # not CHILDREN: the controller's children are the workers
         own = me.ru_utime + me.ru_stime
         in_tests = sum(_files.values())
-        doc = {"files": dict(_files), "process_total": round(own, 2), "in_tests": round(in_tests, 2),
-               "worker": os.environ.get("PYTEST_XDIST_WORKER")}
+        doc = {"files": dict(_files), "tests": dict(_tests), "process_total": round(own, 2),
+               "in_tests": round(in_tests, 2), "worker": os.environ.get("PYTEST_XDIST_WORKER")}
         with open(os.path.join(out, f"{os.getpid()}.json"), "w") as f:
             json.dump(doc, f)
 except ImportError:  # imported as a script for the merge
@@ -61,13 +65,14 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir")
     ap.add_argument("--top", type=int, default=30)
+    ap.add_argument("--by", choices=("file", "test"), default="file", help="one line per test file or per test")
     a = ap.parse_args(argv)
     files, own = defaultdict(float), 0.0
     for name in os.listdir(a.dir):
         with open(os.path.join(a.dir, name)) as fh:
             d = json.load(fh)
         own += d["process_total"]
-        for f, s in d["files"].items():
+        for f, s in d["files" if a.by == "file" else "tests"].items():
             files[f] += s
     for f, s in sorted(files.items(), key=lambda kv: -kv[1])[:a.top]:
         print(f"{s:8.1f}  {f}")
