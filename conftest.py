@@ -4,6 +4,9 @@ one of them last while the other workers sit idle (the order of the rest is unch
 same order, as xdist requires)."""
 import os
 import sys
+import tempfile
+
+import pytest
 
 pytest_plugins = ["conformance.pytest_plugin"]
 
@@ -28,3 +31,25 @@ LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py
 def pytest_collection_modifyitems(session, config, items):
     rank = {path: i for i, path in enumerate(LONG_FIRST)}
     items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))  # stable: others keep order
+
+
+# Temporary files of the pytest runs a test starts. A pytest process left to itself makes a numbered directory under
+# the machine's /tmp/pytest-of-<user> and deletes the oldest ones there: a test's subprocess run would write outside
+# its test's temporary tree and delete directories it did not make (a user's earlier run's). So each pytest process of
+# a test run names its temporary root in TMP_ROOT_ENV, and a pytest process that finds it set (a run a test started,
+# directly or through validate, with the parent's environment) takes a fresh directory under it as its --basetemp
+# (pytest then makes and deletes nothing else). A run started with --basetemp keeps it.
+TMP_ROOT_ENV = "CONFORMANCE_TESTS_TMP_ROOT"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    parent = os.environ.get(TMP_ROOT_ENV)
+    if parent and config.option.basetemp is None and os.path.isdir(parent) and not hasattr(config, "workerinput"):
+        config.option.basetemp = tempfile.mkdtemp(prefix="subrun-", dir=parent)
+
+
+def pytest_sessionstart(session):
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is not None:
+        os.environ[TMP_ROOT_ENV] = str(factory.getbasetemp())
