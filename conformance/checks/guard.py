@@ -14,7 +14,10 @@ What the guard does, around the outermost guarded call of a kernel (nested ones 
   RUN_DIR/inflight-WID.json holds kernel, case id and replay line while the call runs, so a worker that dies in it
   (a segfault) becomes that case's `error` record with its id, and a crash counts against the kernel (the crash
   breaker, conformance.plugin.crash);
-- applies the per-call time limit (conformance.checks.timeout, one limit per kernel per process);
+- applies the per-call time limit (conformance.checks.timeout, one limit per kernel per process), after setting up
+  the process's device runtime untimed where a call may use the device and nothing has yet (`device_ready`: the
+  CUDA/HIP context and a BLAS handle take seconds on a GPU host busy with other processes; that is the process's
+  cost, not the kernel's, and inside a 1 s limit a correct kernel's first case read as a hang);
 - turns os._exit / sys.exit inside the call into `ExitCalled`, that call's exception (conformance.core.exits);
 - waits for the device before it returns, unless it was a model run (an asynchronous fault belongs to this call, not
   the next kernel's);
@@ -211,6 +214,27 @@ def _sync(mode: str | None) -> None:
         torch.cuda.synchronize()
 
 
+_device_set_up: list = []  # [True] once device_ready() set up this process's device runtime
+
+
+def device_ready(mode: str | None) -> None:
+    """Before the first timed call of a process that may use the device (every mode but a model run): create the
+    CUDA/HIP context and a BLAS handle (a tiny fp16 matmul), untimed. Nothing where torch sees no device, where the
+    context exists already, or after a sticky device error (the guard's own probe `_device_answers` decides that)."""
+    if mode == "model" or _device_set_up:
+        return
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available():
+        return
+    _device_set_up.append(True)
+    if torch.cuda.is_initialized():
+        return
+    a = torch.ones(8, 8, device="cuda", dtype=torch.float16)
+    (a @ a).cpu()
+
+
 def _write_inflight(info: dict) -> str | None:
     d = run_dir()
     if d is None:
@@ -243,6 +267,8 @@ def guarded(kernel, what: str, *, case_id: str | None = None, replay: str | None
     path = _write_inflight(info)
     _depth[name] = timed
     try:
+        if timed:
+            device_ready(mode)
         with exits.intercepted(), timeout.deadline(key=name) if timed else contextlib.nullcontext():
             yield
             _sync(mode)

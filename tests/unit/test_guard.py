@@ -294,3 +294,39 @@ def test_a_declared_launch_runs_under_the_gate_limit_and_exits_are_caught():
             k.launch(None, 1, CPU)
     finally:
         timeout.configure(saved[0], propagate=saved[1])
+
+
+def test_device_setup_runs_before_the_time_limit_once_per_process(monkeypatch):
+    """A process's first device call sets up the device runtime (context, BLAS handle) outside the per-call limit:
+    a setup slower than the limit (a GPU host busy with other processes) is no hang of the kernel. Once per process,
+    and not for a model run. Simulated here: torch sees a device, none is set up, and the setup takes 0.6 s."""
+    import time
+
+    import torch
+
+    made, ones = [], torch.ones
+
+    def slow_ones(*shape, device=None, dtype=None):
+        made.append(device)
+        time.sleep(0.6)
+        return ones(*shape, dtype=dtype)
+
+    monkeypatch.setattr(guard, "_device_set_up", [])
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch, "ones", slow_ones)
+    k = registry.get_kernel("torch_dequant_w4a16")
+    saved = (timeout.limit(), timeout.propagates())
+    timeout.configure(0.3, propagate=False)
+    try:
+        with guard.guarded(k, "model", mode="model"):
+            pass
+        assert made == []  # a model run is plain torch on the CPU: no device setup
+        with guard.guarded(k, "apply", case_id="c1", mode="device"):
+            pass  # no CaseTimeout: the 0.6 s setup was not timed
+        with guard.guarded(k, "apply", case_id="c2", mode="device"):
+            pass
+        assert made == ["cuda"]
+    finally:
+        timeout.configure(saved[0], propagate=saved[1])
+        guard.forget()
