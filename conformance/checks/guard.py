@@ -17,7 +17,7 @@ What the guard does, around the outermost guarded call of a kernel (nested ones 
 - applies the per-call time limit (conformance.checks.timeout, one limit per kernel per process), after setting up
   the process's device runtime untimed where a call may use the device and nothing has yet (`device_ready`: the
   CUDA/HIP context and a BLAS handle take seconds on a GPU host busy with other processes; that is the process's
-  cost, not the kernel's, and inside a 1 s limit a correct kernel's first case read as a hang);
+  cost, not the kernel's, and inside a short limit a correct kernel's first case can read as a hang);
 - turns os._exit / sys.exit inside the call into `ExitCalled`, that call's exception (conformance.core.exits);
 - waits for the device before it returns, unless it was a model run (an asynchronous fault belongs to this call, not
   the next kernel's);
