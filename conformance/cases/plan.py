@@ -338,21 +338,42 @@ def _greedy_order(classes: tuple, rank: dict, *, stop_when_covered: bool, weight
     the most axis values no earlier row has, then to the one the family weighs higher (`weight(pc)`: how much of the
     code it exercises), then to the one that differs most from the previous row, then to the seeded rank.
     stop_when_covered: end once every pair of the classes is covered (an all-pairs covering array); else every
-    class follows."""
+    class follows.
+    Each class's count of uncovered pairs and of unseen axis values is kept up to date as rows are taken (through
+    which classes hold each pair and each value), so a step compares stored counts and computes the difference from
+    the previous row only for the classes tied on the first three keys: the same order as comparing all five keys
+    of every class at every step, at a fraction of the cost (every collecting process builds every kernel's plan)."""
     pairs = {pc: _pairs(pc) for pc in classes}
     w = {pc: weight(pc) if weight else 0 for pc in classes}
-    uncovered = set().union(*pairs.values())
-    seen: set = set()  # (axis, value) of the rows so far
+    holders: dict = {}  # pair -> the classes holding it
+    for pc, ps in pairs.items():
+        for pair in ps:
+            holders.setdefault(pair, []).append(pc)
+    with_value: dict = {}  # (axis, value) -> the classes with it
+    for pc in classes:
+        for iv in enumerate(pc):
+            with_value.setdefault(iv, []).append(pc)
+    uncovered = set(holders)
+    gain = {pc: len(ps) for pc, ps in pairs.items()}  # pairs not yet covered
+    unseen = {pc: len(set(enumerate(pc))) for pc in classes}  # axis values no row so far has
+    seen: set = set()
     order, left = [], sorted(classes, key=rank.__getitem__)
     while left and (uncovered or not stop_when_covered):
+        top = max((gain[pc], unseen[pc], w[pc]) for pc in left)
+        tied = [pc for pc in left if (gain[pc], unseen[pc], w[pc]) == top]
         prev = order[-1] if order else None
-        best = max(left, key=lambda pc, prev=prev, uncovered=uncovered: (
-            len(pairs[pc] & uncovered), sum((i, v) not in seen for i, v in enumerate(pc)), w[pc],
-            _differs(pc, prev) if prev else 0, -rank[pc]))
+        best = tied[0] if len(tied) == 1 else max(
+            tied, key=lambda pc, prev=prev: (_differs(pc, prev) if prev else 0, -rank[pc]))
         order.append(best)
         left.remove(best)
-        uncovered -= pairs[best]
-        seen.update(enumerate(best))
+        for pair in pairs[best] & uncovered:
+            uncovered.discard(pair)
+            for pc in holders[pair]:
+                gain[pc] -= 1
+        for iv in set(enumerate(best)) - seen:
+            seen.add(iv)
+            for pc in with_value[iv]:
+                unseen[pc] -= 1
     return order
 
 

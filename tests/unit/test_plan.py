@@ -265,6 +265,41 @@ def test_greedy_order_is_an_all_pairs_covering_array():
     assert sorted(plan._greedy_order(classes, rank, stop_when_covered=False)) == sorted(classes)
 
 
+def _greedy_order_by_definition(classes, rank, *, stop_when_covered, weight=None):
+    """The docstring's rule read literally (the oracle of the counting version): at every step, the five keys of every
+    class left, the first maximal class in rank order."""
+    pairs = {pc: plan._pairs(pc) for pc in classes}
+    w = {pc: weight(pc) if weight else 0 for pc in classes}
+    uncovered, seen, order = set().union(*pairs.values()), set(), []
+    left = sorted(classes, key=rank.__getitem__)
+    while left and (uncovered or not stop_when_covered):
+        prev = order[-1] if order else None
+        best = max(left, key=lambda pc: (len(pairs[pc] & uncovered), sum((i, v) not in seen for i, v in enumerate(pc)),
+                                         w[pc], plan._differs(pc, prev) if prev else 0, -rank[pc]))
+        order.append(best)
+        left.remove(best)
+        uncovered -= pairs[best]
+        seen.update(enumerate(best))
+    return order
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_greedy_order_equals_its_definition(seed):
+    """The greedy order keeps counts up to date instead of recomputing every key of every class at every step: on
+    random class sets (sub-grids, weights with ties, equal ranks) it gives the definition's order exactly."""
+    import random
+
+    rnd = random.Random(seed)
+    axes = [tuple(range(rnd.randint(1, 4))) for _ in range(rnd.randint(2, 5))]
+    grid = list(itertools.product(*axes))
+    classes = tuple(rnd.sample(grid, max(1, len(grid) * rnd.randint(3, 10) // 10)))
+    rank = {pc: rnd.randint(0, 5 if seed % 2 else 10**9) for pc in classes}
+    weight = (lambda pc: pc[0] % 2) if seed % 3 else None
+    for stop in (True, False):
+        assert plan._greedy_order(classes, rank, stop_when_covered=stop, weight=weight) == \
+            _greedy_order_by_definition(classes, rank, stop_when_covered=stop, weight=weight)
+
+
 def test_all_pairs_covers_every_pair_of_the_grid_it_is_given():
     """The tests' pairwise subset (test_kernels_fp8's interpreter grid): every value pair of any two positions, from
     the given combos only, deterministic, fewer than the grid."""
