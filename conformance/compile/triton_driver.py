@@ -145,11 +145,22 @@ def compile_program(program: Program, lim: TargetLimits) -> dict:
     return {"ok": True, "message": "", "resources": res, "seconds": round(time.perf_counter() - t0, 3)}
 
 
+_DIGESTS: dict = {}  # id(fn) -> (fn, its digest): the fn kept alive, so its id is never another function's
+
+
 def source_digest(program: Program) -> str:
     """The hash of the program's source and of every JIT function it calls (Triton's own cache key of the
-    function), for the lane's compile cache."""
+    function), for the lane's compile cache. Once per function and process: a function's source does not change
+    while it lives (a changed kernel module is new function objects), and the lane asks for the key of every
+    specialization of the same few functions (hundreds per target)."""
+    fn = program.fn
+    hit = _DIGESTS.get(id(fn))
+    if hit is not None and hit[0] is fn:
+        return hit[1]
     with _compilable_language():
-        return jit_view(program.fn).cache_key
+        digest = jit_view(fn).cache_key
+    _DIGESTS[id(fn)] = (fn, digest)
+    return digest
 
 
 # ---- resources of a compiled binary ---------------------------------------------------------------------------

@@ -127,3 +127,31 @@ def test_capture_checkpoint_encodes_v1_zero_points_of_zero():
                       K=256)
     w = codecs.decode(checkpoint_for(cfg))
     assert w.zeros is not None and int((w.zeros == 0).sum()) > 0 and w.scales.dtype == torch.bfloat16
+
+
+def test_a_functions_source_digest_is_computed_once_per_process(monkeypatch):
+    """The lane's cache key hashes each program's source through Triton's cache_key: computed once per function
+    (hundreds of specializations share a few functions), equal to a fresh computation, and another function gets
+    its own."""
+    from conformance.compile import triton_driver as td
+    from conformance.families.config import W4A16Config
+
+    c = W4A16Config(weight_type="uint4", group_size=128, act_order=False, dtype="float16", format="gptq_v2",
+                    N=256, K=512)
+    k = registry.get_kernel("triton_w4a16")
+    progs = {p.name: p for M in (1, 20, 200) for p in k.launch(c, M, parse_target("sm90")).programs}
+    assert len(progs) >= 2, sorted(progs)
+    entered, real = [], td._compilable_language
+
+    def counting():
+        entered.append(1)
+        return real()
+
+    monkeypatch.setattr(td, "_DIGESTS", {})
+    monkeypatch.setattr(td, "_compilable_language", counting)
+    first, second = list(progs.values())[:2]
+    d1 = td.source_digest(first)
+    assert td.source_digest(first) == d1 and len(entered) == 1
+    with real():
+        assert d1 == td.jit_view(first.fn).cache_key
+    assert td.source_digest(second) != d1 and len(entered) == 2
