@@ -219,17 +219,16 @@ _device_set_up: list = []  # [True] once device_ready() set up this process's de
 
 def device_ready(mode: str | None) -> None:
     """Before the first timed call of a process that may use the device (every mode but a model run): create the
-    CUDA/HIP context and a BLAS handle (a tiny fp16 matmul), untimed. Nothing where torch sees no device, where the
-    context exists already, or after a sticky device error (the guard's own probe `_device_answers` decides that)."""
-    if mode == "model" or _device_set_up:
-        return
+    CUDA/HIP context and a BLAS handle (a tiny fp16 matmul), untimed. Once per process; nothing where torch sees no
+    device or the context exists already. A device too broken to set up raises here, inside `guarded`'s error path
+    (a sticky error is then that call's StickyDeviceError)."""
     import sys
 
     torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available():
+    if mode == "model" or _device_set_up or torch is None:
         return
-    _device_set_up.append(True)
-    if torch.cuda.is_initialized():
+    _device_set_up.append(True)  # decided once: later calls return at once
+    if not torch.cuda.is_available() or torch.cuda.is_initialized():
         return
     a = torch.ones(8, 8, device="cuda", dtype=torch.float16)
     (a @ a).cpu()

@@ -102,9 +102,9 @@ def test_fault_matrix(workers, tmp_path):
     assert doc["complete"] is True and not doc["missing"], (doc["missing"], out[-3000:])
     assert len(doc["records"]) == doc["produced"]
     mine = _verdicts(doc, CORRECT)
-    # untouched by every fault (on a mismatch: each of its records' outcome, worker and detail, to tell the cause)
+    # untouched by every fault (on a mismatch: each of its records' outcome, run mode and detail, to tell the cause)
     assert len(mine) == CORRECT_ROWS and mine == _clean([c for c, _, _ in mine]), [
-        (x["case_id"], x["outcome"], x.get("worker"), (x.get("detail") or "")[:300])
+        (x["case_id"], x["outcome"], x.get("run_mode"), (x.get("detail") or "")[:300])
         for x in doc["records"] if x["kernel"] == CORRECT]
     for kernel in kernels:
         if kernel in GATE_ONLY:
