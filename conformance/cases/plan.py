@@ -434,7 +434,13 @@ def path_entries(k, t: Target, config) -> tuple:
     """((path, least rows), ...) of every path a call on `config` takes on `t` for rows 1 ... M_CAP, least rows first.
     The rows walk the kernel's selection rows (Launch.row: 1, then each row's max_m + 1: a row's path holds for every
     M it serves); a kernel that names no row is probed at PATH_PROBE_M, and between two probes that take different
-    paths the first M of the second is found by bisection. () when it declares no launch."""
+    paths the first M of the second is found by bisection. () when it declares no launch. The probe runs under one
+    time limit (registry.launch_probe): its launches take microseconds each, less than arming the limit for each."""
+    with registry.launch_probe(k):
+        return _path_entries(k, t, config)
+
+
+def _path_entries(k, t: Target, config) -> tuple:
     first: dict = {}
     M = 1
     while M <= M_CAP:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 # one worker for this module's tests under --dist loadgroup (the plugin's choice on a GPU host): each worker that
@@ -53,7 +54,7 @@ def _one_process(tmp_path: Path) -> list[dict]:
            "--conformance-kernels", KERNELS, "--conformance-profile", "ci", "--conformance-report", str(report),
            "--conformance-seed", SEED, "-k", K_FILTER]
     env = dict(os.environ, **_private_env(tmp_path, "n0"))
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    r = warm_python.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-2000:]}"
     return json.loads(report.read_text())["records"]
 

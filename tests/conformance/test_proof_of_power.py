@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from conformance import cli
 from conformance.cases.ids import parse_case_id
 from conformance.core import registry
 from conformance.core.targets import detect_target
+from tests import warm_python
 from tests.unit import broken_registry
 from tests.unit.mutant_hunt import hunt
 
@@ -189,7 +189,7 @@ def test_repro_in_a_fresh_process_with_the_plugin_env(broken):
     case_id = ("w4a16/broken_no_block_k_clamp/"
                "M=3,N=64,K=256,g=32,wt=uint4,ao=0,dt=fp16,fmt=gptq_v2,regime=exact,tier=exact,seed=91")
     env = dict(os.environ, CONFORMANCE_PLUGINS=b.module, PYTHONPATH=str(ROOT))
-    r = subprocess.run([sys.executable, "-m", "conformance", "repro", "--no-determinism", case_id], cwd=ROOT, env=env,
+    r = warm_python.run([sys.executable, "-m", "conformance", "repro", "--no-determinism", case_id], cwd=ROOT, env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr
     assert r.stdout.startswith(f"FAIL {case_id}")

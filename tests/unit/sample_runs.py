@@ -13,9 +13,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
+
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -87,7 +88,7 @@ def _run(d: Path) -> dict:
            "-p", "conformance.pytest_plugin", "-p", "benchmarks.suite_record", "-p", "fake_two_gpus",
            "--suite-summary", str(d / "summary.json"), "--conformance-report", str(d / "report.json")]
     digest = provenance.kernel_digest()  # before the run: what the summary must record
-    p = subprocess.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600)
+    p = warm_python.run(cmd, cwd=d, env=env, capture_output=True, text=True, timeout=600)
     return {"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr, "expected_digest": digest}
 
 

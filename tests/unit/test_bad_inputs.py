@@ -6,7 +6,6 @@ message names the field (and the value), and that no Python traceback reaches th
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from misbehaving_kernels import RaisingAvailabilityW4A16, RaisingGateW4A16
 
 from conformance import cli
 from conformance.core import registry
+from tests import warm_python
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -334,7 +334,7 @@ print(json.dumps(out))
 def test_pytest_option_bad_inputs_are_usage_errors(tmp_path):
     cases = [[a.replace("{tmp}", str(tmp_path)) for a in args] for args, _ in PYTEST_CASES]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]), CONFORMANCE_NO_ENTRY_POINTS="1")
-    p = subprocess.run([sys.executable, "-c", _RUNNER, json.dumps(cases)], cwd=ROOT, env=env, capture_output=True,
+    p = warm_python.run([sys.executable, "-c", _RUNNER, json.dumps(cases)], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=240)
     assert p.returncode == 0, p.stderr[-3000:]
     results = json.loads(p.stdout.strip().splitlines()[-1])
@@ -352,7 +352,7 @@ def test_repro_of_a_kernel_that_ends_its_process_names_the_case(tmp_path):
         "wt=uint4", "wt=uint4b8")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]),
                MISBEHAVING_KERNELS="crashing_dequant_w4a16")
-    p = subprocess.run([sys.executable, "-m", "conformance", "--plugin", "misbehaving_plugin", "repro", case],
+    p = warm_python.run([sys.executable, "-m", "conformance", "--plugin", "misbehaving_plugin", "repro", case],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     from conformance.core.targets import detect_target
 

@@ -1,6 +1,5 @@
 """`python -m conformance list` and `select`: output contract, refusal reasons, and exit 2 on bad input."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import pytest
 from conformance import cli
 from conformance.core import registry
 from conformance.core.targets import CPU
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 W4A16_GFX1100 = ["select", "--target", "gfx1100", "--weight-type", "uint4", "--group-size", "128",
@@ -140,7 +140,7 @@ def test_real_process_exit_codes():
     """The module entry point itself: exit status and stderr as `git bisect`/scripts see them. One process (a fresh
     torch import costs ~4 s): a usage error exits 2 through conformance/__main__.py's sys.exit(main()); exit 0 and
     1 through the same line are seen by test_bisect (repro under `git bisect run`) and test_wheel (validate)."""
-    p = subprocess.run([sys.executable, "-m", "conformance", "select", "--target", "tpu", "--weight-type", "uint4",
+    p = warm_python.run([sys.executable, "-m", "conformance", "select", "--target", "tpu", "--weight-type", "uint4",
                         "--group-size", "128"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert p.returncode == 2 and "--target='tpu'" in p.stderr, p.stderr
 

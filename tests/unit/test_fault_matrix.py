@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from fault_kernels import CATALOGUE, GATE_ONLY, IN_PROCESS, PLAN, matrix_items
 
 from conformance.checks import guard
 from conformance.core.targets import detect_target
+from tests import warm_python
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -73,7 +73,7 @@ def _run(tmp: Path, workers: int, kernels: list[str]) -> dict:
            "--conformance-seed", SEED, "--conformance-tiers", "exact", "--conformance-timeout", str(LIMIT_S),
            "--conformance-report", str(report)]
     t0 = time.monotonic()
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S[workers] + 60)
+    p = warm_python.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUDGET_S[workers] + 60)
     wall = time.monotonic() - t0
     doc = json.loads(report.read_text()) if report.exists() else None
     return {"rc": p.returncode, "out": p.stdout + p.stderr, "doc": doc, "wall": wall}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -292,6 +293,49 @@ def test_a_declared_launch_runs_under_the_gate_limit_and_exits_are_caught():
         k.mode = "exit"
         with pytest.raises(RuntimeError, match="launch raised ExitCalled"):
             k.launch(None, 1, CPU)
+    finally:
+        timeout.configure(saved[0], propagate=saved[1])
+
+
+def test_a_path_probe_arms_the_limit_once_and_a_hang_in_it_names_the_kernel(monkeypatch):
+    """The plan's path probe of one config (plan.path_entries: a walk of PATH_PROBE_M and a bisection, ~10 launches)
+    runs under one time limit (registry.launch_probe), not one per launch: the limit is armed once for the probe.
+    A launch that hangs inside it still raises the RuntimeError naming the kernel, within the limit."""
+    import time
+
+    from conformance.cases import plan as planlib
+    from conformance.core.kernel import Kernel
+    from conformance.core.launch import Launch
+    from conformance.families.w4a16 import W4A16Config
+
+    class Paths(Kernel):
+        name, family = "probe_paths_w4a16", "w4a16"
+        hang_at = None
+
+        def can_implement(self, config, target):
+            return None
+
+        def launch(self, config, M, target):
+            if M == self.hang_at:
+                time.sleep(5)
+            return Launch(path="gemv" if M == 1 else "small" if M <= 6 else "tiles")
+
+    armed = []
+    real = timeout._Armed.__enter__
+    monkeypatch.setattr(timeout._Armed, "__enter__", lambda self: armed.append(1) or real(self))
+    k = Paths()
+    registry._contain(k)
+    config = W4A16Config(weight_type="uint4b8", group_size=32, act_order=False, dtype="float16", format="gptq_v2",
+                         N=64, K=128)
+    saved = (timeout.limit(), timeout.propagates())
+    timeout.configure(0.3, propagate=False)
+    try:
+        assert planlib.path_entries(k, CPU, config) == (("gemv", 1), ("small", 2), ("tiles", 7))
+        assert len(armed) == 1, len(armed)  # one limit for the probe's launches (each alone: one per launch)
+        k.hang_at, t0 = 33, time.monotonic()
+        with pytest.raises(RuntimeError, match="kernel 'probe_paths_w4a16': launch raised CaseTimeout"):
+            planlib.path_entries(k, CPU, replace(config, N=128))
+        assert time.monotonic() - t0 < 3
     finally:
         timeout.configure(saved[0], propagate=saved[1])
 

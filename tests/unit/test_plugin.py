@@ -1,11 +1,12 @@
 """The pytest plugin: records from every xdist worker reach the controller's JSON report, none lost."""
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from sample_runs import EMIT_FILE, of_file, xdist_sample_run
+
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
@@ -75,7 +76,7 @@ def test_kernel_selection_narrows_kernel_parametrized_tests(tmp_path):
     when xdist is active (a module-level xdist hook was an INTERNALERROR `unknown hook` without it)."""
     (tmp_path / "test_kp.py").write_text(KERNEL_PARAM_FILE)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q", "--collect-only",
+    p = warm_python.run([sys.executable, "-m", "pytest", "-p", "conformance.pytest_plugin", "-q", "--collect-only",
                         "-p", "no:cacheprovider", "-p", "no:xdist", "--conformance-kernels", "triton_w4a16",
                         "test_kp.py"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)

@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pytest
 import torch
 
 from conformance.core import registry
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = "tests.unit.thirdparty_kernels"
@@ -82,7 +82,7 @@ def test_done_when_plugin_runs_through_every_suite_file(tmp_path):
            # the plan's exact-tier rows run the plugin through test_plan.py; its ~187 statistical rows repeat the
            # same plan code (tests/unit/test_plan.py covers the statistical plan) at ~10 s on 2 cores
            "-k", "not (test_plan and statistical)"]
-    r = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
+    r = warm_python.run(cmd, cwd=ROOT, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     recs = [x for x in json.loads(report.read_text())["records"] if x["kernel"] == "thirdparty_dequant_w4a16"]
     checks = {x["check"] for x in recs if x["outcome"] == "pass"}
@@ -110,7 +110,7 @@ def test_failing_plugin_case_replays_as_printed(plugins):
     assert [v.outcome for v in res.verdicts] == ["fail", "pass"], [v.line() for v in res.verdicts]
     v = res.verdicts[0]
     assert v.replay == f"python -m conformance --plugin {BROKEN} repro {v.case_id}"
-    r = subprocess.run([sys.executable, *shlex.split(v.replay)[1:]], cwd=ROOT, env=_env(), capture_output=True,
+    r = warm_python.run([sys.executable, *shlex.split(v.replay)[1:]], cwd=ROOT, env=_env(), capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 1 and r.stdout.startswith(f"FAIL {v.case_id}"), r.stdout + r.stderr
     good = run_case(catalogue.entry("v2_not_read_as_v1").case(0, "thirdparty_dequant_w4a16"), target=detect_target(),
@@ -147,7 +147,7 @@ def test_simulated_target_runs_real_code_and_summary_says_so(tmp_path):
     cmd = [sys.executable, "-m", "pytest", "conformance/suite/test_w4a16_suite.py", "-q", "-p", "no:cacheprovider",
            "-n", "0", "--conformance-plugin", BROKEN, "--conformance-target", "gfx1100",
            "--conformance-kernels", "triton_w4a16,thirdparty_hip_only", "--conformance-tiers", "exact"]
-    r = subprocess.run(cmd, cwd=ROOT, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
+    r = warm_python.run(cmd, cwd=ROOT, env=_env(tmp_path / "cache"), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     m = re.search(r"triton_w4a16: real code (\d+) \(interpreter (\d+)\), model (\d+)", r.stdout)
     assert m and int(m.group(1)) > 0 and m.group(1) == m.group(2) and m.group(3) == "0", r.stdout[-3000:]

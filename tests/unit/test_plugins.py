@@ -1,7 +1,6 @@
 """External kernels: every loading route registers the example plugin; a broken plugin is a loud error."""
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -9,6 +8,7 @@ import pytest
 
 from conformance import cli
 from conformance.core import registry
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 UNIT = Path(__file__).resolve().parent
@@ -87,7 +87,7 @@ def _fake_distribution(site: Path, entry: str) -> None:
 
 def test_entry_point_of_an_installed_distribution(tmp_path):
     _fake_distribution(tmp_path / "site", "example_plugin")
-    p = subprocess.run([sys.executable, "-m", "conformance", "list", "--json"], cwd=tmp_path, timeout=180,
+    p = warm_python.run([sys.executable, "-m", "conformance", "list", "--json"], cwd=tmp_path, timeout=180,
                        capture_output=True, text=True, env=_subprocess_env(tmp_path / "site", UNIT))
     assert p.returncode == 0, p.stderr
     names = [k["name"] for k in json.loads(p.stdout)["kernels"]]
@@ -96,7 +96,7 @@ def test_entry_point_of_an_installed_distribution(tmp_path):
 
 def test_broken_entry_point_is_exit_2(tmp_path, broken_plugin):
     _fake_distribution(tmp_path / "site", "broken_plugin")
-    p = subprocess.run([sys.executable, "-m", "conformance", "list"], cwd=tmp_path, timeout=180,
+    p = warm_python.run([sys.executable, "-m", "conformance", "list"], cwd=tmp_path, timeout=180,
                        capture_output=True, text=True, env=_subprocess_env(tmp_path / "site", tmp_path))
     assert p.returncode == 2 and p.stdout == ""
     assert "entry point 'example' (broken_plugin) failed to load" in p.stderr and "libexample_hip.so" in p.stderr
@@ -109,7 +109,7 @@ def test_pytest_option(tmp_path):
         f"    assert registry.get_kernel({EXAMPLE!r}).priority == -10\n")
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "conformance.pytest_plugin", "-p", "no:cacheprovider",
            "--conformance-plugin", "example_plugin", str(tmp_path / "test_sees_plugin.py")]
-    p = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
+    p = warm_python.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180,
                        env=_subprocess_env(UNIT))
     assert p.returncode == 0 and "1 passed" in p.stdout, p.stdout + p.stderr
 

@@ -1,16 +1,17 @@
 """benchmarks/probes/ptx_regs.py compiles the GEMM for sm90 with no GPU and reads ptxas's register report."""
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests import warm_python
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
-    return subprocess.run([sys.executable, str(ROOT / "benchmarks" / "probes" / "ptx_regs.py"), *args], cwd=ROOT,
+    return warm_python.run([sys.executable, str(ROOT / "benchmarks" / "probes" / "ptx_regs.py"), *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
 
 

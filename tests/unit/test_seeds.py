@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from conformance.cases import plan, seeds
 from conformance.cases.profiles import get_profile, seed_test, seeded_settings
 from references.errors import InvalidInput
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -146,7 +147,7 @@ def run(tmp_path_factory):
            "-k", "test_plan and broken or test_w4a16_conformance and torch_dequant"]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), str(ROOT)]), CONFORMANCE_CACHE_DIR=str(d / "cache"),
                CONFORMANCE_NO_ENTRY_POINTS="1")
-    p = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    p = warm_python.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     return {"p": p, "report": json.loads(report.read_text()), "cache": d / "cache"}
 
 

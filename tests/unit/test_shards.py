@@ -4,7 +4,6 @@ unsharded run. The end-to-end check runs the 3 shards and the unsharded run in O
 four pytest.main calls) on 8 rows of torch_dequant_w4a16's CI plan."""
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from conformance.plugin import merge
 from conformance.plugin.collection import shard_of
 from conformance.plugin.options import _shard
 from references.errors import InvalidInput
+from tests import warm_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -130,7 +130,7 @@ def test_three_shards_merge_to_the_unsharded_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT), CONFORMANCE_CACHE_DIR=str(tmp_path / "cache"))
     args = ["-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--conformance-seed", "7", "--conformance-kernels",
             "torch_dequant_w4a16", "--conformance-tiers", "exact", *ROWS]
-    p = subprocess.run([sys.executable, "-c", DRIVER, *args, *reports], cwd=ROOT, env=env, capture_output=True,
+    p = warm_python.run([sys.executable, "-c", DRIVER, *args, *reports], cwd=ROOT, env=env, capture_output=True,
                        text=True, timeout=600)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     docs = [json.loads(Path(r).read_text()) for r in reports]

@@ -1,0 +1,239 @@
+"""`python -m MOD ...`, `python -c CODE ...` and `python SCRIPT ...` for the tests, started from a warm interpreter.
+
+A Python process that imports torch and Triton spends about 2 CPU-s on that before it does anything, and the README's
+test command starts dozens of them (the CLI's exit codes, plugin imports, whole pytest runs of the suite): on the
+2-core CI machine a sizeable share of its time. `run` takes the arguments of `subprocess.run` and returns its
+`CompletedProcess` (or raises its `TimeoutExpired`), but the process is forked from a warm interpreter of this test
+process (started on first use, with torch and Triton imported and nothing of ours), so the imports are paid once.
+
+What the forked process sees is what a fresh `python` started with the same arguments sees: its own pid and exit
+status, the given cwd, environment (os.environ and the C environment), argv, sys.path (the script's directory or the
+cwd first, then PYTHONPATH, then the interpreter's own entries), stdin/stdout/stderr as pipes (stdin empty unless
+`input` is given), a fresh `__main__`, the interpreter's own exit (an uncaught exception prints its traceback, with
+one frame of the warm interpreter's above it, and exits 1; atexit handlers and non-daemon threads run), and none of
+our modules imported. Where a fresh interpreter would read its environment at start-up or at `import torch`
+(PYTHON*, OMP_*/MKL_* thread counts, TORCH_*, CUDA_*, locale, ...), the warm interpreter was started with the same
+values: there is one per such environment (two in practice). Two things are shared by the processes of one warm
+interpreter: the str hash seed (each fresh process draws its own; these share one random draw, unless
+PYTHONHASHSEED fixes it) and the memory state torch's import leaves. Only plain `python` command lines are forked
+(no interpreter option such as -I, -S or -X), with their output captured; anything else, and anything passed that
+`run` does not know (shell=, stdout=, ...), runs as a real `subprocess.run`. CONFORMANCE_TESTS_COLD_PYTHON=1 sends
+every command there (to tell a difference apart). Tests whose subject is a fresh interpreter's start-up (what
+`import kernels` finds, what an interpreter does at exit) call `subprocess.run` themselves.
+"""
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+COLD_ENV = "CONFORMANCE_TESTS_COLD_PYTHON"
+# environment read by the interpreter or by what the warm interpreter has imported, at start-up or import time
+# (not TRITON_*: Triton reads its knobs when used; not TORCHINDUCTOR_*: `import torch` leaves Inductor unloaded)
+_STARTUP_PREFIXES = ("PYTHON", "TORCH_", "PYTORCH", "CUDA", "NVIDIA", "HIP", "ROCM", "HSA", "OMP_", "KMP_", "MKL",
+                     "GOMP", "OPENBLAS", "LD_", "MALLOC", "LC_", "LANG")
+_PRELOAD = ("torch", "triton", "triton.language", "numpy")
+
+# The warm interpreter: imports what every test's Python process imports, then forks one child per request. The
+# child leaves the loop and runs the command as the main program of this interpreter, so that its exit (SystemExit,
+# an uncaught exception, atexit, thread joins) is the interpreter's own.
+_SERVER = r'''
+import os, socket, sys, json, types, runpy
+os.environ.pop("PYTHONPATH", None)
+for _m in sys.argv[2].split(","):
+    __import__(_m)
+_base = list(sys.path[1:])
+_sock = socket.socket(fileno=int(sys.argv[1]))
+
+def _serve():
+    while True:
+        try:
+            msg, fds, _flags, _addr = socket.recv_fds(_sock, 1 << 20, 3)
+        except OSError:
+            os._exit(0)
+        if not msg:
+            os._exit(0)  # the test process has gone
+        pid = os.fork()
+        if pid == 0:
+            _sock.close()
+            for i, fd in enumerate(fds):
+                os.dup2(fd, i)
+                os.close(fd)
+            return json.loads(msg)
+        for fd in fds:
+            os.close(fd)
+        _sock.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+        _, status = os.waitpid(pid, 0)
+        _sock.sendall(json.dumps({"status": os.waitstatus_to_exitcode(status)}).encode() + b"\n")
+
+_req = _serve()
+sys.modules["__main__"] = types.ModuleType("__main__")  # the command's own, as in a fresh interpreter
+os.chdir(_req["cwd"])
+os.environ.clear()
+os.environ.update(_req["env"])
+_argv = _req["argv"]
+_extra = [p for p in _req["env"].get("PYTHONPATH", "").split(os.pathsep) if p]
+sys.orig_argv = [sys.executable, *_argv]
+sys.dont_write_bytecode = bool(_req["env"].get("PYTHONDONTWRITEBYTECODE"))
+del _sock, _serve
+if _argv[0] == "-m":
+    sys.path[:] = [os.getcwd(), *_extra, *_base]
+    sys.argv = ["-m", *_argv[2:]]
+    del _req, _extra
+    runpy._run_module_as_main(_argv[1])
+elif _argv[0] == "-c":
+    sys.path[:] = ["", *_extra, *_base]
+    sys.argv = ["-c", *_argv[2:]]
+    _main = sys.modules["__main__"].__dict__
+    _main["__builtins__"] = __builtins__
+    _code = compile(_argv[1], "<string>", "exec")
+    del _req, _extra
+    exec(_code, _main)
+else:
+    sys.path[:] = [os.path.dirname(os.path.realpath(_argv[0])), *_extra, *_base]
+    sys.argv = list(_argv)
+    del _req, _extra
+    runpy.run_path(_argv[0], run_name="__main__")
+'''
+
+
+class _Warm:
+    """One warm interpreter, started with the start-up variables `key` (and the rest of the first request's
+    environment), and the socket to it."""
+
+    def __init__(self, env: dict):
+        mine, theirs = socket.socketpair()
+        env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        self.proc = subprocess.Popen([sys.executable, "-c", _SERVER, str(theirs.fileno()), ",".join(_PRELOAD)],
+                                     pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.DEVNULL, start_new_session=True)
+        theirs.close()
+        self.sock = mine
+        self.buf = b""
+
+    def message(self) -> dict:
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(4096)
+            if not chunk:
+                raise RuntimeError(f"the warm interpreter ended (exit {self.proc.poll()})")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.sock.close()  # it exits when its socket closes
+        self.proc.wait()
+
+
+# one warm interpreter per start-up environment (two in practice: the test process's own thread variables, and none
+# where a test clears them as a user's shell would), the least recently used closed beyond MAX_WARM
+MAX_WARM = 2
+_pool: dict[tuple, _Warm] = {}
+_lock = threading.Lock()
+stats = {"warm": 0, "cold": 0}  # commands run each way in this process (tests/unit/test_warm_python.py)
+
+
+@atexit.register
+def _close_all() -> None:
+    while _pool:
+        _pool.popitem()[1].close()
+
+
+def _startup_key(env: dict) -> tuple:
+    return tuple(sorted((k, v) for k, v in env.items()
+                        if k.startswith(_STARTUP_PREFIXES) and k not in ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")))
+
+
+def _plain_python(cmd) -> bool:
+    """`python -m MOD ...`, `python -c CODE ...` or `python SCRIPT ...`: no interpreter option."""
+    if not isinstance(cmd, (list, tuple)) or len(cmd) < 2 or str(cmd[0]) != sys.executable:
+        return False
+    first = str(cmd[1])
+    return len(cmd) >= 3 if first in ("-m", "-c") else not first.startswith("-")
+
+
+def run(cmd, *, cwd=None, env=None, capture_output=False, text=False, timeout=None, input=None,
+        **kw) -> subprocess.CompletedProcess:
+    """subprocess.run(cmd, cwd=, env=, capture_output=, text=, timeout=, input=): forked from a warm interpreter
+    where that is the same as a fresh one (module doc), else a real subprocess.run."""
+    env = dict(os.environ if env is None else env)
+    if (os.environ.get(COLD_ENV) or kw or not capture_output or not _plain_python(cmd)
+            or not _lock.acquire(blocking=False)):
+        stats["cold"] += 1
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=capture_output, text=text, timeout=timeout,
+                              input=input, **kw)
+    try:
+        key = _startup_key(env)
+        warm = _pool.pop(key, None)
+        if warm is None or warm.proc.poll() is not None:
+            warm = _Warm(env)
+        _pool[key] = warm  # most recently used last
+        while len(_pool) > MAX_WARM:
+            _pool.pop(next(iter(_pool))).close()
+        stats["warm"] += 1
+        return _forked(warm, [str(c) for c in cmd], cwd, env, text, timeout, input)
+    finally:
+        _lock.release()
+
+
+def _forked(warm: _Warm, cmd: list[str], cwd, env: dict, text: bool, timeout, input) -> subprocess.CompletedProcess:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    req = {"argv": cmd[1:], "cwd": os.path.abspath(cwd if cwd is not None else os.getcwd()), "env": env}
+    try:
+        socket.send_fds(warm.sock, [json.dumps(req).encode()], [in_r, out_w, err_w])
+    finally:
+        for fd in (in_r, out_w, err_w):
+            os.close(fd)
+    pid = warm.message()["pid"]
+    data = input.encode() if isinstance(input, str) else (input or b"")
+    chunks = {out_r: [], err_r: []}
+    open_fds = [out_r, err_r]
+    writing = [in_w] if data else []
+    if not data:
+        os.close(in_w)
+    timed_out = False
+    try:
+        while open_fds or writing:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                timed_out = True
+                break
+            r, w, _ = select.select(open_fds, writing, [], wait)
+            for fd in r:
+                chunk = os.read(fd, 1 << 16)
+                if chunk:
+                    chunks[fd].append(chunk)
+                else:
+                    open_fds.remove(fd)
+                    os.close(fd)
+            for fd in w:
+                n = os.write(fd, data[:1 << 16])
+                data = data[n:]
+                if not data:
+                    writing.remove(fd)
+                    os.close(fd)
+        if timed_out:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        status = warm.message()["status"]
+    finally:
+        for fd in (*open_fds, *writing):
+            os.close(fd)
+    out, err = b"".join(chunks[out_r]), b"".join(chunks[err_r])
+    if text:
+        out, err = (b.decode(errors="replace").replace("\r\n", "\n") for b in (out, err))
+    if timed_out:
+        raise subprocess.TimeoutExpired(cmd, timeout, output=out, stderr=err)
+    return subprocess.CompletedProcess(cmd, status, out, err)
