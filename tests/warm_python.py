@@ -132,9 +132,10 @@ class _Warm:
         self.proc.wait()
 
 
-# one warm interpreter per start-up environment (two in practice: the test process's own thread variables, and none
-# where a test clears them as a user's shell would), the least recently used closed beyond MAX_WARM
-MAX_WARM = 2
+# one warm interpreter per start-up environment (two or three in practice: the test process's own thread variables,
+# none where a test clears them as a user's shell would, no PYTHON* where one clears those), the least recently used
+# closed beyond MAX_WARM
+MAX_WARM = 3
 _pool: dict[tuple, _Warm] = {}
 _lock = threading.Lock()
 stats = {"warm": 0, "cold": 0}  # commands run each way in this process (tests/unit/test_warm_python.py)

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import warm_python
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = ("pyproject.toml", "README.md", "conformance", "references", "kernels", "benchmarks")
 KERNEL = "fp8_group_quant_native"  # plain torch with the cheapest CI plan (~5 ms a case; torch_dequant_w4a16 plans
@@ -24,7 +26,7 @@ KERNEL = "fp8_group_quant_native"  # plain torch with the cheapest CI plan (~5 m
 
 
 def _run(cmd, *, cwd, env=None, timeout=240) -> subprocess.CompletedProcess:
-    p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    p = warm_python.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     assert p.returncode == 0, f"{cmd} exited {p.returncode}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}"
     return p
 
