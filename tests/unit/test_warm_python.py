@@ -27,6 +27,12 @@ sys.exit(3)
 """
 
 
+@pytest.fixture(autouse=True)
+def _warm_on(monkeypatch):
+    """These tests judge the warm path itself: on even where the run sends every command to a real subprocess."""
+    monkeypatch.delenv(warm_python.COLD_ENV, raising=False)
+
+
 def _both(cmd, **kw):
     cold = subprocess.run(cmd, capture_output=True, text=True, timeout=60, **kw)
     warm = warm_python.run(cmd, capture_output=True, text=True, timeout=60, **kw)
