@@ -46,7 +46,6 @@ _PRELOAD = ("torch", "triton", "triton.language", "numpy")
 # an uncaught exception, atexit, thread joins) is the interpreter's own.
 _SERVER = r'''
 import os, socket, sys, json, types, runpy
-os.environ.pop("PYTHONPATH", None)
 for _m in sys.argv[2].split(","):
     __import__(_m)
 _base = list(sys.path[1:])
@@ -105,8 +104,8 @@ else:
 
 
 class _Warm:
-    """One warm interpreter, started with the start-up variables `key` (and the rest of the first request's
-    environment), and the socket to it."""
+    """One warm interpreter, started with the environment of the first command it serves (less PYTHONPATH, which
+    each command applies itself), and the socket to it."""
 
     def __init__(self, env: dict):
         mine, theirs = socket.socketpair()
@@ -195,15 +194,15 @@ def _forked(warm: _Warm, cmd: list[str], cwd, env: dict, text: bool, timeout, in
     finally:
         for fd in (in_r, out_w, err_w):
             os.close(fd)
-    pid = warm.message()["pid"]
     data = input.encode() if isinstance(input, str) else (input or b"")
     chunks = {out_r: [], err_r: []}
-    open_fds = [out_r, err_r]
-    writing = [in_w] if data else []
-    if not data:
-        os.close(in_w)
+    open_fds, writing = [out_r, err_r], [in_w]
     timed_out = False
     try:
+        pid = warm.message()["pid"]
+        if not data:
+            writing.remove(in_w)
+            os.close(in_w)
         while open_fds or writing:
             wait = None if deadline is None else deadline - time.monotonic()
             if wait is not None and wait <= 0:
@@ -218,8 +217,10 @@ def _forked(warm: _Warm, cmd: list[str], cwd, env: dict, text: bool, timeout, in
                     open_fds.remove(fd)
                     os.close(fd)
             for fd in w:
-                n = os.write(fd, data[:1 << 16])
-                data = data[n:]
+                try:
+                    data = data[os.write(fd, data[:1 << 16]):]
+                except BrokenPipeError:  # the command stopped reading: as subprocess.run, not an error
+                    data = b""
                 if not data:
                     writing.remove(fd)
                     os.close(fd)

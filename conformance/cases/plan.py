@@ -436,7 +436,7 @@ def path_entries(k, t: Target, config) -> tuple:
     M it serves); a kernel that names no row is probed at PATH_PROBE_M, and between two probes that take different
     paths the first M of the second is found by bisection. () when it declares no launch. The probe runs under one
     time limit (registry.launch_probe): its launches take microseconds each, less than arming the limit for each."""
-    with registry.launch_probe(k):
+    with registry.launch_probe(k.name):
         return _path_entries(k, t, config)
 
 

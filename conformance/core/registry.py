@@ -140,8 +140,7 @@ def _contain(obj) -> None:
 
 def _contain_launch(obj) -> None:
     """Run a declared `launch` (the plan's path probe, compile_key, the compile lane ask it, also during collection)
-    under the same time limit and exit interception as a gate; a hang or an exit raises RuntimeError naming the
-    kernel (a launch that raises is loud at its callers, unlike a gate's refusal). The default launch is left alone."""
+    under the same time limit and exit interception as a gate (launch_probe). The default launch is left alone."""
     import functools
 
     fn = getattr(obj, "launch", None)
@@ -149,12 +148,8 @@ def _contain_launch(obj) -> None:
         return
 
     def launch(*args, _fn=fn, _name=obj.name, **kw):
-        factory, catch = _gate_guard
-        try:
-            with exits.intercepted(), factory():
-                return _fn(*args, **kw)
-        except (exits.ExitCalled, *catch) as e:
-            raise RuntimeError(f"kernel {_name!r}: launch raised {type(e).__name__}: {e}") from None
+        with launch_probe(_name):
+            return _fn(*args, **kw)
 
     launch = functools.wraps(fn)(launch)
     launch._conformance_contained = True
@@ -164,17 +159,17 @@ def _contain_launch(obj) -> None:
         pass
 
 
-class launch_probe:  # noqa: N801 - a context manager, used as `with registry.launch_probe(kernel):`
-    """One time limit (and exit interception) around a batch of one kernel's `launch` calls that together answer one
-    question (the plan's path probe of one config: up to ~20 calls of a pure hook, microseconds each): the calls
-    inside run under it instead of arming the limit each (arming costs ~10 us, ~10^5 launches in a collection of
-    every kernel's plan). A hang anywhere inside raises the RuntimeError naming the kernel that a hung launch
-    raises alone."""
+class launch_probe:  # noqa: N801 - a context manager, used as `with registry.launch_probe(kernel.name):`
+    """The time limit and exit interception of a kernel's `launch`, around one call (every contained launch) or a
+    batch of calls that together answer one question (the plan's path probe of one config: up to ~20 calls of a pure
+    hook, microseconds each; arming the limit costs ~10 us, and a collection of every kernel's plan makes ~10^5
+    launches). Nested inside another one it arms nothing (the outermost limit governs). A hang or an exit anywhere
+    inside raises RuntimeError naming the kernel (a launch that raises is loud at its callers, unlike a gate)."""
 
     __slots__ = ("name", "inner", "exits", "catch")
 
-    def __init__(self, kernel):
-        self.name = kernel.name
+    def __init__(self, name: str):
+        self.name = name
 
     def __enter__(self):
         factory, self.catch = _gate_guard
@@ -192,10 +187,10 @@ class launch_probe:  # noqa: N801 - a context manager, used as `with registry.la
             try:
                 self.inner.__exit__(typ, value, tb)
             finally:
-                self.exits.__exit__(None, None, None)  # os._exit restored; a SystemExit is judged below
-        except self.catch as e:  # the limit fired between the last call and the disarm
+                self.exits.__exit__(typ, value, tb)  # a SystemExit leaving the body raises ExitCalled here
+        except (exits.ExitCalled, *self.catch) as e:  # that, or the limit fired between the body's end and the disarm
             typ, value = type(e), e
-        if typ is not None and issubclass(typ, (exits.ExitCalled, SystemExit, *self.catch)):
+        if typ is not None and issubclass(typ, (exits.ExitCalled, *self.catch)):
             raise RuntimeError(f"kernel {self.name!r}: launch raised {typ.__name__}: {value}") from None
         return False
 
