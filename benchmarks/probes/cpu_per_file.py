@@ -10,7 +10,8 @@ Each pytest process (controller and every xdist worker) writes CPU_PER_FILE_DIR/
 {"files": {path: cpu_s}, "tests": {node id: cpu_s}, "process_total": its own user+sys, "in_tests": the files' sum
 (its own and its tests' subprocesses)}; its own CPU outside tests (startup, collection, session end) is
 process_total less its own share.
-A subprocess a test starts but does not wait for is not counted.
+A subprocess a test starts but does not wait for is not counted; a command a test forks from a warm interpreter
+(tests/warm_python.py) is, from the CPU the warm interpreter reports for it.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ _tests: dict[str, float] = defaultdict(float)
 
 def _cpu() -> float:
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime
+    warm = sys.modules.get("tests.warm_python")  # commands forked from a warm interpreter are not our children
+    return s.ru_utime + s.ru_stime + c.ru_utime + c.ru_stime + (warm.stats["warm_cpu_s"] if warm else 0.0)
 
 
 try:

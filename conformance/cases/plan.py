@@ -197,12 +197,24 @@ def build_plan(kernel, target, tier: str, *, seed: int, profile=None) -> Plan:
     """The plan of `kernel` (a Kernel or registered name) on `target` (a Target or name) for `tier`, under run seed
     `seed` (a non-negative int) and `profile` (its plan budget; default ci). Pure in its arguments (and the
     registry), cached per process: the same on every xdist worker."""
+    return _build(*_plan_args(kernel, target, tier, seed, profile))
+
+
+def _plan_args(kernel, target, tier: str, seed: int, profile) -> tuple:
+    """(kernel, target, tier, seed, profile) resolved and checked: what the cached plan builders take."""
     k = registry.get_kernel(kernel) if isinstance(kernel, str) else kernel
     t = parse_target(target) if isinstance(target, str) else target
     require(tier in TIERS, "tier", tier, f"one of {list(TIERS)}")
     require(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0, "seed", seed, "a non-negative int")
     p = profile if isinstance(profile, Profile) else get_profile(profile or DEFAULT_PROFILE)
-    return _build(k, t, tier, seed, p)
+    return k, t, tier, seed, p
+
+
+def class_rows(kernel, target, tier: str, *, seed: int, profile=None) -> tuple:
+    """The plan's rows before its path rows: a prefix of `build_plan(...).rows` (the class and large-K rows; the path
+    rows are appended after them), made without the path analysis that is most of a plan's cost. For a caller that
+    usually stops within the first rows (a hunt for a broken kernel's first failing row)."""
+    return _class_plan(*_plan_args(kernel, target, tier, seed, profile))[0].rows
 
 
 def ci_plan(kernel, target, tier: str, *, seed: int, profile=None) -> list[Case]:

@@ -120,7 +120,7 @@ def test_ci_plan_kills(broken, name, repro):
         pytest.skip(why)
     h = _hunt(name)
     assert h.error is None, f"{name}: the kernel raised before the plan caught it: {h.error.line()}"
-    assert h.kill is not None, f"{name}: survived the whole plan at seed {SEED} ({h.plan_rows} rows per tier)"
+    assert h.kill is not None, f"{name}: survived the whole plan at seed {SEED} ({h.plan_rows()} rows per tier)"
     v = h.kill
     assert v.outcome == "fail" and v.replay.startswith(f"python -m conformance --plugin {b.module} repro "), v.line()
     assert parse_case_id(v.case_id).kernel == name

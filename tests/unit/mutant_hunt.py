@@ -18,20 +18,19 @@ import time
 from dataclasses import dataclass, field
 
 from conformance.checks.harness import Verdict, run_case
-from conformance.core.targets import detect_target
+from conformance.core.targets import detect_target, parse_target
 
 TIERS = ("exact", "statistical")
 
 
 @dataclass
 class Hunt:
-    """`verdicts`: every row run, in order, up to and including the kill (or the error); `plan_rows`: rows per
+    """`verdicts`: every row run, in order, up to and including the kill (or the error); `plan_rows()`: rows per
     tier; `position`: the kill's 1-based row index (None when the plans ran out or an error stopped the hunt)."""
 
     kernel: str
     seed: int
     target: str
-    plan_rows: dict = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
     kill: Verdict | None = None
     error: Verdict | None = None
@@ -40,9 +39,16 @@ class Hunt:
     kill_path: str | None = None  # the path the killing case takes (Kernel.launch), None: not declared
     kill_role: str | None = None  # the killing row's plan role: class, large_k or path
     skipped: int = 0  # rows of other paths left out (`only`)
+    tiers: tuple = TIERS
+    profile: object = None
+
+    def plan_rows(self) -> dict:
+        """{tier: the row count of its whole plan} (builds the path rows a hunt that stopped early did not need)."""
+        return {tier: len(rs) for tier, rs in plans(self.kernel, self.seed, parse_target(self.target), self.tiers,
+                                                   self.profile).items()}
 
     def to_dict(self) -> dict:
-        return {"kernel": self.kernel, "seed": self.seed, "target": self.target, "plan_rows": self.plan_rows,
+        return {"kernel": self.kernel, "seed": self.seed, "target": self.target, "plan_rows": self.plan_rows(),
                 "killed": self.kill is not None, "position": self.position, "rows_run": len(self.verdicts),
                 "rows_skipped": self.skipped, "kill_path": self.kill_path, "kill_role": self.kill_role,
                 "case_id": self.kill.case_id if self.kill else None,
@@ -63,6 +69,26 @@ def plans(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, rows: 
     return out if rows else {tier: [r.case for r in rs] for tier, rs in out.items()}
 
 
+class _Rows:
+    """One tier's plan rows in order, its class rows first (plan.class_rows) and the whole plan (with its path rows)
+    only once a hunt gets past them: most kills are in the first rows, and the path rows are most of a plan's cost."""
+
+    def __init__(self, k, t, tier: str, seed: int, profile):
+        from conformance.cases.plan import class_rows
+
+        self.args = (k, t, tier)
+        self.kw = {"seed": seed, "profile": profile}
+        self.rows, self.whole = class_rows(k, t, tier, **self.kw), False
+
+    def at(self, i: int):
+        """Row i (0-based), or None past the plan's end."""
+        if i >= len(self.rows) and not self.whole:
+            from conformance.cases.plan import build_plan
+
+            self.rows, self.whole = build_plan(*self.args, **self.kw).rows, True
+        return self.rows[i] if i < len(self.rows) else None
+
+
 def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_rows: int | None = None,
          only=None) -> Hunt:
     """Run `kernel`'s plan rows (both tiers side by side, in plan order) until the first fail or error, or (when
@@ -70,16 +96,19 @@ def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_row
     from conformance.core import registry
 
     t = detect_target() if target is None else target
-    by_tier = plans(kernel, seed, t, tiers, profile, rows=True)
-    h = Hunt(kernel, seed, str(t), {tier: len(rows) for tier, rows in by_tier.items()})
     k = registry.get_kernel(kernel)
+    by_tier = {tier: _Rows(k, t, tier, seed, profile) for tier in tiers}
+    h = Hunt(kernel, seed, str(t), tiers=tuple(tiers), profile=profile)
     t0 = time.perf_counter()
-    n_rows = max(len(rows) for rows in by_tier.values())
-    for i in range(n_rows if max_rows is None else min(n_rows, max_rows)):
+    i = 0
+    while max_rows is None or i < max_rows:
+        row_i = {tier: by_tier[tier].at(i) for tier in tiers}
+        if all(r is None for r in row_i.values()):
+            break
         for tier in tiers:
-            if i >= len(by_tier[tier]):
+            row = row_i[tier]
+            if row is None:
                 continue
-            row = by_tier[tier][i]
             if only is not None and not only(row):
                 h.skipped += 1
                 continue
@@ -92,5 +121,6 @@ def hunt(kernel: str, seed: int, target=None, tiers=TIERS, profile=None, max_row
                     h.error = v
                 h.seconds = time.perf_counter() - t0
                 return h
+        i += 1
     h.seconds = time.perf_counter() - t0
     return h

@@ -38,7 +38,8 @@ def _plans():
 def test_every_accepted_class_runs_or_every_pair_is_covered():
     """On cpu and each suite target: mode "all" runs every accepted class; "pairwise" rows cover every value pair
     of the accepted classes (checked here from the classes themselves, not from plan_coverage); every (path, cross
-    values) cell the kernel's gate serves has a case; every row is a case the gate accepts, in the tier's limits;
+    values) cell the kernel's gate serves has a case, and the rows before the path rows are plan.class_rows; every
+    row is a case the gate accepts, in the tier's limits;
     and every class the suite's hypothesis strategy can draw is an accepted plan class (the two read one config
     space)."""
     checked = set()
@@ -61,6 +62,8 @@ def test_every_accepted_class_runs_or_every_pair_is_covered():
         have = {(r.path, *(r.plan_class[fam.plan_axes.index(a)] for a in fam.plan_path_cross))
                 for r in p.rows if r.path is not None}
         assert set(p.path_cells) <= have, (k.name, str(t), tier, sorted(set(p.path_cells) - have)[:5])
+        head = plan.class_rows(k, t, tier, seed=SEED)  # what a hunt runs first: the plan's own first rows
+        assert p.rows[:len(head)] == head and all(r.role != "path" for r in head), (k.name, str(t), tier)
         for r in p.rows:
             assert k.can_implement(r.case.config(), t) is None, r.case.id
             assert r.case.tier == tier and r.case.kernel == k.name

@@ -57,7 +57,7 @@ def test_a_forked_command_sees_what_a_fresh_interpreter_sees(tmp_path, mode):
     assert warm.stdout.splitlines()[1:] == cold.stdout.splitlines()[1:] == ["atexit ran"]
 
 
-def test_exit_by_exception_and_by_signal_and_a_time_limit():
+def test_exit_by_exception_and_by_signal_and_a_time_limit_and_the_cpu_it_took():
     code = "import sys; print('out'); sys.stdout.flush(); raise ValueError('boom')"
     cold, warm = _both([sys.executable, "-c", code])
     assert warm.returncode == cold.returncode == 1 and warm.stdout == cold.stdout == "out\n"
@@ -68,6 +68,11 @@ def test_exit_by_exception_and_by_signal_and_a_time_limit():
         warm_python.run([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"],
                         capture_output=True, text=True, timeout=1)
     assert e.value.output == "started\n" and e.value.timeout == 1
+    # the forked command's CPU reaches this process's count (getrusage never sees it: not our child)
+    before = warm_python.stats["warm_cpu_s"]
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.3: pass"
+    assert warm_python.run([sys.executable, "-c", busy], capture_output=True).returncode == 0
+    assert 0.3 <= warm_python.stats["warm_cpu_s"] - before < 5
 
 
 def test_one_warm_interpreter_per_start_up_environment():
