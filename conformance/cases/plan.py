@@ -197,7 +197,8 @@ def build_plan(kernel, target, tier: str, *, seed: int, profile=None) -> Plan:
     """The plan of `kernel` (a Kernel or registered name) on `target` (a Target or name) for `tier`, under run seed
     `seed` (a non-negative int) and `profile` (its plan budget; default ci). Pure in its arguments (and the
     registry), cached per process: the same on every xdist worker."""
-    return _build(*_plan_args(kernel, target, tier, seed, profile))
+    with registry.gate_batch():  # pure gates, asked about each config several times while a plan is made
+        return _build(*_plan_args(kernel, target, tier, seed, profile))
 
 
 def _plan_args(kernel, target, tier: str, seed: int, profile) -> tuple:
@@ -214,7 +215,8 @@ def class_rows(kernel, target, tier: str, *, seed: int, profile=None) -> tuple:
     """The plan's rows before its path rows: a prefix of `build_plan(...).rows` (the class and large-K rows; the path
     rows are appended after them), made without the path analysis that is most of a plan's cost. For a caller that
     usually stops within the first rows (a hunt for a broken kernel's first failing row)."""
-    return _class_plan(*_plan_args(kernel, target, tier, seed, profile))[0].rows
+    with registry.gate_batch():
+        return _class_plan(*_plan_args(kernel, target, tier, seed, profile))[0].rows
 
 
 def ci_plan(kernel, target, tier: str, *, seed: int, profile=None) -> list[Case]:

@@ -338,4 +338,4 @@ def forget(kernel: str | None = None) -> None:
 
 # gates and availability: the time limit (SIGALRM only: they are pure Python, called thousands of times); a hung
 # gate is that kernel's refusal `gate raised CaseTimeout: timeout after N s` and a gate fault of the run
-registry.set_gate_guard(timeout.gate_deadline, catch=(timeout.CaseTimeout,))
+registry.set_gate_guard(timeout.gate_deadline, catch=(timeout.CaseTimeout,), batch=timeout.gate_batch)

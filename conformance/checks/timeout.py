@@ -243,27 +243,96 @@ class _Armed:
 
 _armed = _Armed
 _HAS_ITIMER = hasattr(signal, "setitimer")
-try:  # the C function under signal.signal: the wrapper's enum conversions cost ~8 us a call, most of a gate call
+try:  # the C functions under signal.signal / getsignal: the wrappers' enum conversions cost ~3-8 us a call, most of
+    # a gate call
+    from _signal import getsignal as _get_handler
     from _signal import signal as _set_handler
-except ImportError:  # another interpreter: the public one
-    _set_handler = signal.signal
+except ImportError:  # another interpreter: the public ones
+    _get_handler, _set_handler = signal.getsignal, signal.signal
+_SIGALRM = int(getattr(signal, "SIGALRM", 14))
+
+
+# The gates' standing alarm, inside a gate_batch() scope (a plan being built: ~10^5 gate calls of microseconds each).
+# Arming SIGALRM for each call (a handler and a timer set, then both put back: four system calls) was a fifth of
+# building a plan. So in a batch, on the main thread, a gate call notes its start and leaves a standing alarm armed:
+# when it fires during a gate call that has run for the limit, the handler raises CaseTimeout in it; during a younger
+# call it re-arms for what that call has left; between calls it does nothing. A call checks the alarm is still there
+# (our handler, a pending timer due no later than its limit) and arms it otherwise; the batch's end disarms it and
+# puts the previous handler back, so no alarm outlives the batch. Where another alarm is pending (not ours:
+# pytest-timeout's, say) a call arms and gives back per call (_Armed), as outside a batch.
+_gate = {"t0": None, "s": 0.0, "prev": None, "batch": 0}
+
+
+def _gate_fire(signum, frame):
+    t0 = _gate["t0"]
+    if t0 is None:  # no gate call running
+        return
+    left = t0 + _gate["s"] - time.monotonic()
+    if left > 0:  # a call younger than the alarm: the rest of its limit
+        signal.setitimer(signal.ITIMER_REAL, left)
+        return
+    _gate["t0"] = None
+    raise CaseTimeout(_gate["s"])
+
+
+def _standing(s: float) -> bool:
+    """Arm the gates' standing alarm for a call limited to `s` (main thread); False where another alarm is pending."""
+    left = signal.getitimer(signal.ITIMER_REAL)[0]
+    if _get_handler(_SIGALRM) is not _gate_fire:
+        if left > 0:
+            return False
+        _gate["prev"] = _set_handler(_SIGALRM, _gate_fire)
+    if left <= 0 or left > s:  # none pending, or due later than this call's limit (the limit was lowered)
+        signal.setitimer(signal.ITIMER_REAL, s)
+    return True
+
+
+class gate_batch:  # noqa: N801 - a context manager: `with timeout.gate_batch():` (registry.gate_batch enters it)
+    """A scope of many gate calls: their limits share the standing alarm (above), disarmed when the outermost scope
+    ends."""
+
+    __slots__ = ()
+
+    def __enter__(self):
+        _gate["batch"] += 1
+        return self
+
+    def __exit__(self, typ, value, tb):
+        _gate["batch"] -= 1
+        if not _gate["batch"] and _HAS_ITIMER and _get_handler(_SIGALRM) is _gate_fire:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            prev = _gate["prev"]
+            _set_handler(_SIGALRM, signal.SIG_DFL if prev is None else prev)
+        return False
 
 
 class gate_deadline:  # noqa: N801 - a context manager, used like deadline()
     """`deadline(watchdog=False)` for gates and availability (pure Python, called ~10^5 times in a collection):
-    SIGALRM for the configured limit on the main thread; elsewhere deadline()'s watchdog; nothing when no limit is
-    set or a deadline is already running (the outermost one governs)."""
+    SIGALRM for the configured limit on the main thread (in a gate_batch, the standing alarm above); elsewhere
+    deadline()'s watchdog; nothing when no limit is set or a deadline is already running (the outermost one
+    governs)."""
 
-    __slots__ = ("inner",)
+    __slots__ = ("inner", "standing")
 
     def __enter__(self):
         s = _state["limit"]
+        self.standing = False
         if not s or _state["active"]:
             self.inner = None
+            return self
+        if (_gate["batch"] and _HAS_ITIMER and threading.get_ident() == threading.main_thread().ident
+                and _standing(s)):
+            self.inner, self.standing = None, True
+            _gate["s"], _gate["t0"] = s, time.monotonic()
+            _state["active"] = True
             return self
         self.inner = inner = _Armed(s, watchdog=False)
         inner.__enter__()
         return self
 
     def __exit__(self, typ, value, tb):
+        if self.standing:
+            _gate["t0"] = None
+            _state["active"] = False
+            return False
         return self.inner.__exit__(typ, value, tb) if self.inner is not None else False

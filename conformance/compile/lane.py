@@ -78,6 +78,11 @@ def compile_id(target: Target, program: Program, case: Case) -> str:
 
 def lane_cases(kernel, target: Target, *, seed: int, profile: str = "ci", sets=SETS) -> list[Case]:
     """The cases of `sets` for `kernel` that its gate accepts on `target`, in a stable order."""
+    with registry.gate_batch():  # the plans' gate calls and these: see registry.gate_batch
+        return _lane_cases(kernel, target, seed, profile, sets)
+
+
+def _lane_cases(kernel, target: Target, seed: int, profile: str, sets) -> list[Case]:
     from conformance.cases.ids import TIERS
     from conformance.cases.plan import ci_plan
     from conformance.checks import catalogue

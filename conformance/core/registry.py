@@ -72,14 +72,50 @@ _CONTAINED = ("can_implement", "availability")
 _GATE_FAULTS: dict[str, str] = {}  # kernel name -> the first reason its gate or availability raised in this process
 _GATE_HUNG: set[str] = set()  # kernels whose gate or availability ran past the time limit: refused at once from then
 # a context-manager factory every contained gate / availability call runs under, and the exceptions it may raise
-# that are that call's fault; conformance.checks.guard installs the per-call time limit here (core sits below it)
+# that are that call's fault; conformance.checks.guard installs the per-call time limit here (core sits below it);
+# and the factory of the scope a gate_batch() enters around many calls (the limits' shared alarm)
 _gate_guard: list = [contextlib.nullcontext, ()]
+_gate_batch: list = [contextlib.nullcontext]
 
 
-def set_gate_guard(factory, catch: tuple = ()) -> None:
-    """Run every contained gate / availability call under `factory()`; exceptions of the types `catch` (e.g. the
-    time limit's) become that call's refusal like any Exception (conformance.checks.guard)."""
+def set_gate_guard(factory, catch: tuple = (), batch=contextlib.nullcontext) -> None:
+    """Run every contained gate / availability call under `factory()`, and every gate_batch() under `batch()`;
+    exceptions of the types `catch` (e.g. the time limit's) become that call's refusal like any Exception
+    (conformance.checks.guard)."""
     _gate_guard[:] = [factory, tuple(catch)]
+    _gate_batch[:] = [batch]
+
+
+# gate answers remembered inside a gate_batch() scope: {(the contained method, its arguments): answer}; None: no scope
+_memo: list = [None]
+
+
+class gate_batch:  # noqa: N801 - a context manager, used as `with registry.gate_batch():`
+    """A scope of many gate and availability calls (a plan being built: ~10^5 of them, microseconds each). Inside
+    it, a call with the same arguments as an earlier one of the same kernel answers as that one did without running
+    again (hashable arguments only): gates are pure by contract, and a plan is already built once per process and
+    reused (conformance.cases.plan), while building one asks each gate about the same (config, target) about twice
+    (plan_case's scans, the path probe's launches, the path shapes). And the calls' time limits share one alarm
+    (the gate guard's batch scope: conformance.checks.timeout.gate_batch). Nested scopes share the outermost one,
+    whose answers are dropped when it ends (a gate or machine monkeypatched later is asked anew)."""
+
+    __slots__ = ("outer", "batch")
+
+    def __enter__(self):
+        self.outer = _memo[0] is not None
+        if not self.outer:
+            _memo[0] = {}
+        self.batch = _gate_batch[0]()
+        self.batch.__enter__()
+        return self
+
+    def __exit__(self, typ, value, tb):
+        try:
+            self.batch.__exit__(typ, value, tb)
+        finally:
+            if not self.outer:
+                _memo[0] = None
+        return False
 
 
 def gate_faults() -> dict[str, str]:
@@ -112,21 +148,20 @@ def _contain(obj) -> None:
             continue
 
         def guarded(*args, _fn=fn, _method=method, _name=obj.name, **kw):
-            factory, catch = _gate_guard
             if _name in _GATE_HUNG:  # one time limit per kernel's gate per process, as for its calls
                 return _GATE_FAULTS[_name]
-            try:
-                with exits.intercepted(), factory():
-                    out = _fn(*args, **kw)
-            except (Exception, *catch) as e:  # noqa: BLE001 - a plugin's bug is its own refusal, reported with the kernel
-                reason = raised(_method, e)
-                _GATE_FAULTS.setdefault(_name, reason)
-                if isinstance(e, catch):
-                    _GATE_HUNG.add(_name)
-                    _GATE_FAULTS[_name] = reason
-                return reason
-            if out is not None and not isinstance(out, str):
-                return f"{'gate' if _method == 'can_implement' else _method} returned {out!r} (expected None or a str)"
+            memo = _memo[0]
+            if memo is not None and not kw:
+                key = (_fn, args)  # _fn: this kernel's own method
+                try:
+                    return memo[key]
+                except KeyError:
+                    pass
+                except TypeError:  # an unhashable argument: asked every time
+                    memo = None
+            out = _gate_call(_fn, _method, _name, args, kw)
+            if memo is not None and _name not in _GATE_HUNG:
+                memo[key] = out
             return out
 
         guarded = functools.wraps(fn)(guarded)
@@ -136,6 +171,24 @@ def _contain(obj) -> None:
         except (AttributeError, TypeError):  # __slots__ or a frozen object: left as it is
             pass
     _contain_launch(obj)
+
+
+def _gate_call(fn, method: str, name: str, args: tuple, kw: dict) -> str | None:
+    """One contained gate / availability call: under the gate guard, its raise or its hang a refusal (see _contain)."""
+    factory, catch = _gate_guard
+    try:
+        with exits.intercepted(), factory():
+            out = fn(*args, **kw)
+    except (Exception, *catch) as e:  # noqa: BLE001 - a plugin's bug is its own refusal, reported with the kernel
+        reason = raised(method, e)
+        _GATE_FAULTS.setdefault(name, reason)
+        if isinstance(e, catch):
+            _GATE_HUNG.add(name)
+            _GATE_FAULTS[name] = reason
+        return reason
+    if out is not None and not isinstance(out, str):
+        return f"{'gate' if method == 'can_implement' else method} returned {out!r} (expected None or a str)"
+    return out
 
 
 def _contain_launch(obj) -> None:

@@ -82,6 +82,13 @@ def plan_rows(config) -> list[PlanItem]:
     draws for (strategies.suite_target: a simulated target where a kernel runs its model). With
     --conformance-case: that case only. A pure function of the options, the registry, the run seed and the replay
     file, so every xdist worker collects the same items."""
+    from conformance.core import registry
+
+    with registry.gate_batch():  # every selected kernel's gates, ~10^5 calls: see registry.gate_batch
+        return _plan_rows(config)
+
+
+def _plan_rows(config) -> list[PlanItem]:
     from conformance.cases import plan, strategies
     from conformance.cases.ids import parse_case_id
     from conformance.cases.profiles import get_profile

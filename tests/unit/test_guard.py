@@ -320,9 +320,16 @@ def test_a_path_probe_arms_the_limit_once_and_a_hang_in_it_names_the_kernel(monk
                 time.sleep(5)
             return Launch(path="gemv" if M == 1 else "small" if M <= 6 else "tiles")
 
-    armed = []
-    real = timeout._Armed.__enter__
-    monkeypatch.setattr(timeout._Armed, "__enter__", lambda self: armed.append(1) or real(self))
+    armed = []  # the gate limits started: the outermost gate_deadline of each call or batch of calls
+    real = timeout.gate_deadline.__enter__
+
+    def counted(self):
+        out = real(self)
+        if self.inner is not None or self.standing:
+            armed.append(1)
+        return out
+
+    monkeypatch.setattr(timeout.gate_deadline, "__enter__", counted)
     k = Paths()
     registry._contain(k)
     config = W4A16Config(weight_type="uint4b8", group_size=32, act_order=False, dtype="float16", format="gptq_v2",
@@ -374,3 +381,61 @@ def test_device_setup_runs_before_the_time_limit_once_per_process(monkeypatch):
     finally:
         timeout.configure(saved[0], propagate=saved[1])
         guard.forget()
+
+
+def test_a_gate_batch_remembers_answers_and_keeps_each_calls_limit():
+    """registry.gate_batch (a plan being built): a gate asked again with the same arguments answers without running
+    (each scope its own answers); its calls share one standing alarm, yet each keeps its own limit (two calls of
+    0.2 s under a 0.3 s limit both pass, a hang is a refusal within the limit) and no alarm outlives the scope.
+    Another alarm pending (pytest-timeout's, say) is given back, as outside a batch."""
+    import signal
+    import time
+
+    from conformance.core.kernel import Kernel
+    from conformance.families.w4a16 import W4A16Config
+
+    class Counted(Kernel):
+        name, family = "batch_counted_w4a16", "w4a16"
+        sleep_s, runs = 0.0, 0
+
+        def can_implement(self, config, target):
+            self.runs += 1
+            time.sleep(self.sleep_s)
+            return None if config.N < 1000 else "too wide"
+
+    k = Counted()
+    registry._contain(k)
+    c = W4A16Config(weight_type="uint4b8", group_size=32, act_order=False, dtype="float16", format="gptq_v2",
+                    N=64, K=128)
+    saved = (timeout.limit(), timeout.propagates())
+    timeout.configure(0.3, propagate=False)
+    try:
+        with registry.gate_batch():
+            assert [k.can_implement(c, CPU) for _ in range(3)] == [None] * 3
+            assert k.can_implement(replace(c, N=1024), CPU) == "too wide" and k.runs == 2  # asked once each
+            k.sleep_s = 0.2  # younger than the alarm armed by the first: each still gets its 0.3 s
+            assert k.can_implement(replace(c, N=128), CPU) is None and k.can_implement(replace(c, N=256), CPU) is None
+            assert signal.getitimer(signal.ITIMER_REAL)[0] > 0  # the standing alarm
+        assert signal.getitimer(signal.ITIMER_REAL)[0] == 0  # gone with the scope
+        with registry.gate_batch():
+            k.sleep_s, t0 = 5, time.monotonic()
+            assert "gate raised CaseTimeout" in k.can_implement(replace(c, N=512), CPU)
+            assert time.monotonic() - t0 < 2
+        registry._GATE_HUNG.discard(k.name)
+        k.sleep_s, runs = 0.0, k.runs
+        k.can_implement(c, CPU)
+        assert k.runs == runs + 1  # outside the scope: asked every time
+        fired = []
+        prev = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+        signal.setitimer(signal.ITIMER_REAL, 5)  # someone else's alarm: per call, and given back
+        try:
+            with registry.gate_batch():
+                assert k.can_implement(replace(c, N=16), CPU) is None
+            assert 4 < signal.getitimer(signal.ITIMER_REAL)[0] <= 5 and not fired
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, prev)
+    finally:
+        registry._GATE_HUNG.discard(k.name)
+        registry._GATE_FAULTS.pop(k.name, None)
+        timeout.configure(saved[0], propagate=saved[1])
