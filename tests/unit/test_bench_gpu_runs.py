@@ -355,11 +355,11 @@ def test_gpu_ci_times_counts_and_records_each_run(tmp_path, monkeypatch):
 def test_a_run_past_its_limit_is_interrupted_then_killed(tmp_path, monkeypatch):
     from conformance_bench import gpu_ci
 
-    monkeypatch.setattr(gpu_ci, "GRACE_S", 1.0)
+    monkeypatch.setattr(gpu_ci, "GRACE_S", 0.5)
     env = dict(os.environ)
-    rc, wall, cut = gpu_ci.timed([sys.executable, "-c", FAKE_PYTEST, "hang"], env, 2.0, tmp_path / "a.log")
+    rc, wall, cut = gpu_ci.timed([sys.executable, "-c", FAKE_PYTEST, "hang"], env, 1.0, tmp_path / "a.log")
     assert cut and rc != 0 and wall < 10
-    rc, wall, cut = gpu_ci.timed([sys.executable, "-c", FAKE_PYTEST, "hang_ignoring_sigint"], env, 2.0,
+    rc, wall, cut = gpu_ci.timed([sys.executable, "-c", FAKE_PYTEST, "hang_ignoring_sigint"], env, 1.0,
                                  tmp_path / "b.log")
     assert cut and rc == -9 and wall < 10  # SIGINT ignored: killed after the grace
     assert "[100%]" in (tmp_path / "b.log").read_text()
@@ -380,7 +380,7 @@ def test_gemlite_runs_tell_a_run_that_hangs_after_its_summary(tmp_path, monkeypa
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
     (tmp_path / "cache").mkdir()
     out = tmp_path / "out" / "gemlite5.json"
-    assert gemlite_runs.main([str(out), "--scratch", str(tmp_path / "s"), "--runs", "2", "--run-s", "3"]) == 1
+    assert gemlite_runs.main([str(out), "--scratch", str(tmp_path / "s"), "--runs", "2", "--run-s", "2"]) == 1
     doc = json.loads(out.read_text())
     one, two = doc["runs"]
     assert (one["ended_on_own"], one["exit_code"], one["timed_out"]) == (True, 0, False)
