@@ -297,6 +297,14 @@ def test_a_declared_launch_runs_under_the_gate_limit_and_exits_are_caught():
         timeout.configure(saved[0], propagate=saved[1])
 
 
+def _small_config():
+    """A W4A16 layer config the guard tests' stand-in kernels are asked about."""
+    from conformance.families.w4a16 import W4A16Config
+
+    return W4A16Config(weight_type="uint4b8", group_size=32, act_order=False, dtype="float16", format="gptq_v2",
+                       N=64, K=128)
+
+
 def test_a_path_probe_arms_the_limit_once_and_a_hang_in_it_names_the_kernel(monkeypatch):
     """The plan's path probe of one config (plan.path_entries: a walk of PATH_PROBE_M and a bisection, ~10 launches)
     runs under one time limit (registry.launch_probe), not one per launch: the limit is armed once for the probe.
@@ -306,7 +314,6 @@ def test_a_path_probe_arms_the_limit_once_and_a_hang_in_it_names_the_kernel(monk
     from conformance.cases import plan as planlib
     from conformance.core.kernel import Kernel
     from conformance.core.launch import Launch
-    from conformance.families.w4a16 import W4A16Config
 
     class Paths(Kernel):
         name, family = "probe_paths_w4a16", "w4a16"
@@ -332,8 +339,7 @@ def test_a_path_probe_arms_the_limit_once_and_a_hang_in_it_names_the_kernel(monk
     monkeypatch.setattr(timeout.gate_deadline, "__enter__", counted)
     k = Paths()
     registry._contain(k)
-    config = W4A16Config(weight_type="uint4b8", group_size=32, act_order=False, dtype="float16", format="gptq_v2",
-                         N=64, K=128)
+    config = _small_config()
     saved = (timeout.limit(), timeout.propagates())
     timeout.configure(0.3, propagate=False)
     try:
@@ -392,7 +398,6 @@ def test_a_gate_batch_remembers_answers_and_keeps_each_calls_limit():
     import time
 
     from conformance.core.kernel import Kernel
-    from conformance.families.w4a16 import W4A16Config
 
     class Counted(Kernel):
         name, family = "batch_counted_w4a16", "w4a16"
@@ -405,8 +410,7 @@ def test_a_gate_batch_remembers_answers_and_keeps_each_calls_limit():
 
     k = Counted()
     registry._contain(k)
-    c = W4A16Config(weight_type="uint4b8", group_size=32, act_order=False, dtype="float16", format="gptq_v2",
-                    N=64, K=128)
+    c = _small_config()
     saved = (timeout.limit(), timeout.propagates())
     timeout.configure(0.3, propagate=False)
     try:
