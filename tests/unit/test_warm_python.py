@@ -18,6 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FACTS = r"""
 import atexit, json, os, sys
 atexit.register(lambda: print("atexit ran"))
+unclosed = open("unclosed.txt", "w")  # flushed at exit, never closed
+unclosed.write("buffered")
 OURS = ("conformance", "conformance_kernels", "references", "tests")
 ours = sorted(m for m in sys.modules if m.split(".")[0] in OURS)
 print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path": sys.path, "name": __name__, "ours": ours,
@@ -55,6 +57,7 @@ def test_a_forked_command_sees_what_a_fresh_interpreter_sees(tmp_path, mode):
     facts = [json.loads(p.stdout.splitlines()[0]) for p in (cold, warm)]
     assert facts[1] == facts[0] and facts[1]["ours"] == [] and facts[1]["stdin"] == "from stdin"
     assert warm.stdout.splitlines()[1:] == cold.stdout.splitlines()[1:] == ["atexit ran"]
+    assert (tmp_path / "unclosed.txt").read_text() == "buffered"  # the warm run's, the later one
 
 
 def test_exit_by_exception_and_by_signal_and_a_time_limit_and_the_cpu_it_took():
@@ -94,3 +97,51 @@ def test_one_warm_interpreter_per_start_up_environment():
     r = warm_python.run([sys.executable, "-I", "-c", "import sys; print(sys.flags.isolated)"], capture_output=True,
                         text=True, timeout=60)
     assert r.stdout == "1\n" and warm_python.stats["cold"] == before + 1
+
+
+XDIST_PROBE = """
+import os, signal, pytest
+
+@pytest.mark.parametrize("i", range(4))
+def test_where(i):
+    with open(os.path.join(os.environ["WARM_OUT"], f"{os.getpid()}.ppid"), "w") as f:
+        f.write(str(os.getppid()))
+
+def test_crash():
+    os.kill(os.getpid(), signal.SIGSEGV)
+"""
+
+
+def test_xdist_workers_of_a_forked_pytest_start_warm_and_their_crash_is_theirs(tmp_path):
+    """`pytest -n 2` forked from a warm interpreter: its workers are forked from the same warm interpreter (their
+    parent), they run the tests, and a worker that dies by a signal is reported as xdist reports a crash (the
+    launcher ends as its command ended, and lets go of the worker's streams)."""
+    (tmp_path / "test_probe.py").write_text(XDIST_PROBE)
+    env = dict(os.environ, WARM_OUT=str(tmp_path))
+    cmd = [sys.executable, "-m", "pytest", "test_probe.py", "-n", "2", "-q", "-p", "no:cacheprovider",
+           "-p", "no:conformance.pytest_plugin", "-p", "no:randomly"]
+    r = warm_python.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    server = warm_python._pool[warm_python._startup_key({k: v for k, v in env.items() if k != "PYTHONPATH"})]
+    parents = {p.read_text() for p in tmp_path.glob("*.ppid")}
+    assert parents == {str(server.proc.pid)}, (parents, server.proc.pid, r.stdout[-2000:])
+    assert r.returncode == 1 and "4 passed" in r.stdout, r.stdout[-2000:]
+    assert "crashed while running 'test_probe.py::test_crash'" in r.stdout, r.stdout[-2000:]
+
+
+def test_the_launcher_ends_as_its_command_and_falls_back_to_a_real_interpreter():
+    """tests/warm_launch.py: with this process's token, the command runs in the warm interpreter of its start-up
+    environment and the launcher's status is the command's (here its signal); with a token no process has, the
+    launcher becomes a real interpreter (site imported, its own pid)."""
+    code = "import os, sys; print(os.getppid(), os.getpid(), sys.flags.no_site, flush=True); os.kill(os.getpid(), 9)"
+    warm_python.run([sys.executable, "-c", "pass"], capture_output=True)  # this environment's warm interpreter
+    server = warm_python._pool[warm_python._startup_key({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})]
+    for token in (warm_python.TOKEN, "no-such-process"):
+        p = subprocess.Popen([sys.executable, "-S", str(warm_python.LAUNCHER), token, "-c", code],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        out, err = p.communicate(timeout=60)
+        ppid, pid, no_site = out.split()
+        assert p.returncode == -9 and no_site == "0", (token, p.returncode, out, err)
+        if token == warm_python.TOKEN:
+            assert ppid == str(server.proc.pid) and pid != str(p.pid)
+        else:
+            assert pid == str(p.pid)
