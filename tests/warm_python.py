@@ -13,18 +13,18 @@ given), a fresh `__main__`, the interpreter's own exit (an uncaught exception pr
 the warm interpreter's above it, and exits 1; non-daemon threads are joined, atexit handlers run, open files and stdio
 are flushed), and none of our modules imported. The exit leaves out one thing a fresh interpreter does: tearing down its
 modules (objects alive at exit are not finalized, as at os._exit), which in a forked child writes to every page it
-shares with the warm interpreter (~0.4 CPU-s per command, more than the rest of a short one). The pytest-xdist workers
-of a forked `pytest -n N` start from the warm interpreter too: execnet's start line for them goes through
-tests/warm_launch.py, which hands the worker's command to the warm interpreter of this test process whose start-up
-environment is the worker's (none: the launcher becomes a real interpreter). Where a fresh interpreter would read its
-environment at start-up or at `import torch` (PYTHON*, OMP_*/MKL_* thread counts, TORCH_*, CUDA_*, locale, ...), the
-warm interpreter was started with the same values: there is one per such environment (two in practice). Two things are
-shared by the processes of one warm interpreter: the str hash seed (each fresh process draws its own; these share one
-random draw, unless PYTHONHASHSEED fixes it) and the memory state torch's import leaves. Only plain `python` command
-lines are forked (no interpreter option such as -I, -S or -X), with their output captured; anything else, and anything
-passed that `run` does not know (shell=, stdout=, ...), runs as a real `subprocess.run`. CONFORMANCE_TESTS_COLD_PYTHON=1
-sends every command there (to tell a difference apart). Tests whose subject is a fresh interpreter's start-up (what
-`import kernels` finds, what an interpreter does at exit) call `subprocess.run` themselves.
+shares with the warm interpreter (0.49 CPU-s for a command that does nothing, 0.06 without it; more than the rest of a
+short one). The pytest-xdist workers of a forked `pytest -n N` start from the warm interpreter too: execnet's start line
+for them goes through tests/warm_launch.py, which hands the worker's command to the warm interpreter of this test
+process whose start-up environment is the worker's (none: the launcher becomes a real interpreter). Where a fresh
+interpreter would read its environment at start-up or at `import torch` (PYTHON*, OMP_*/MKL_* thread counts, TORCH_*,
+CUDA_*, locale, ...), the warm interpreter was started with the same values: there is one per such environment (two in
+practice). Two things are shared by the processes of one warm interpreter: the str hash seed (each fresh process draws
+its own; these share one random draw, unless PYTHONHASHSEED fixes it) and the memory state torch's import leaves. Only
+plain `python` command lines are forked (no interpreter option such as -I, -S or -X), with their output captured;
+anything else, and anything passed that `run` does not know (shell=, stdout=, ...), runs as a real `subprocess.run`.
+CONFORMANCE_TESTS_COLD_PYTHON=1 sends every command there (to tell a difference apart). Tests whose subject is a fresh
+interpreter's start-up (what `import kernels` finds, what an interpreter does at exit) call `subprocess.run` themselves.
 """
 from __future__ import annotations
 
@@ -59,8 +59,8 @@ import os, socket, sys, json, types, runpy, select, signal
 for _m in sys.argv[2].split(","):
     __import__(_m)
 _base = list(sys.path[1:])
-# what the imports made, out of the collector's reach: a child's collections and its exit then leave those pages
-# shared (a forked child's exit took ~0.9 CPU-s of copy-on-write faults with them, ~0.4 without)
+# what the imports made, out of the collector's reach: a child's collections then leave those pages shared (with
+# the modules' teardown, a forked child's exit took ~0.9 CPU-s of copy-on-write faults with them, ~0.4 without)
 import gc
 gc.freeze()
 _sock = socket.socket(fileno=int(sys.argv[1]))
@@ -210,8 +210,8 @@ def _exit_status(e):
 def _end(status, sig=None):
     # the interpreter's exit as a program sees it (its threads joined, atexit, open files and stdio flushed, a
     # failed flush exits 120, an uncaught KeyboardInterrupt ends by SIGINT), without the teardown of its modules:
-    # in a forked child that writes to every page it shares with the warm interpreter (~0.4 CPU-s of
-    # copy-on-write faults for a command that does nothing)
+    # in a forked child that writes to every page it shares with the warm interpreter (0.49 CPU-s of
+    # copy-on-write faults for a command that does nothing, 0.06 without)
     import atexit, io, threading
     threading._shutdown()
     atexit._run_exitfuncs()
