@@ -77,9 +77,12 @@ def _send(conn, obj):
 def _serve():
     # requests come from the test process (_sock, one at a time) and from launchers (tests/warm_launch.py: the
     # xdist workers of a command forked here), each a child reaped here, its exit and CPU sent to whoever asked
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind("\0" + _NAME)
-    listener.listen(64)
+    try:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        listener.bind("\0" + _NAME)
+        listener.listen(64)
+    except OSError:  # no abstract sockets here: launchers find none and start real interpreters
+        listener = None
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
@@ -87,7 +90,7 @@ def _serve():
     top, nested_cpu = None, 0.0
     conns = {}  # launcher connection -> its command's pid (None until its request came)
     while True:
-        ready = select.select([_sock, listener, wake_r, *conns], [], [])[0]
+        ready = select.select([_sock, wake_r, *conns] + ([listener] if listener else []), [], [])[0]
         if wake_r in ready:
             os.read(wake_r, 4096)
         while True:  # reap: every exit goes to its asker, with the CPU of its own waited-for children
@@ -130,7 +133,7 @@ def _serve():
                 os.close(fd)
             conns[c] = pid
             _send(c, {"pid": pid})
-        if listener in ready:
+        if listener is not None and listener in ready:
             conns[listener.accept()[0]] = None
         if _sock in ready:
             msg, fds, _flags, _addr = socket.recv_fds(_sock, 1 << 20, 3)
@@ -148,7 +151,8 @@ def _child(listener, wake, conns, fds, msg):
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     for s in (_sock, listener, *conns):
-        s.close()
+        if s is not None:
+            s.close()
     for fd in wake:
         os.close(fd)
     for i, fd in enumerate(fds):
