@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -121,7 +122,7 @@ def test_xdist_workers_of_a_forked_pytest_start_warm_and_their_crash_is_theirs(t
     cmd = [sys.executable, "-m", "pytest", "test_probe.py", "-n", "2", "-q", "-p", "no:cacheprovider",
            "-p", "no:conformance.pytest_plugin", "-p", "no:randomly"]
     r = warm_python.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    server = warm_python._pool[warm_python._startup_key({k: v for k, v in env.items() if k != "PYTHONPATH"})]
+    server = warm_python._pool[warm_python._startup_key(env)]
     parents = {p.read_text() for p in tmp_path.glob("*.ppid")}
     assert parents == {str(server.proc.pid)}, (parents, server.proc.pid, r.stdout[-2000:])
     assert r.returncode == 1 and "4 passed" in r.stdout, r.stdout[-2000:]
@@ -134,7 +135,7 @@ def test_the_launcher_ends_as_its_command_and_falls_back_to_a_real_interpreter()
     launcher becomes a real interpreter (site imported, its own pid)."""
     code = "import os, sys; print(os.getppid(), os.getpid(), sys.flags.no_site, flush=True); os.kill(os.getpid(), 9)"
     warm_python.run([sys.executable, "-c", "pass"], capture_output=True)  # this environment's warm interpreter
-    server = warm_python._pool[warm_python._startup_key({k: v for k, v in os.environ.items() if k != "PYTHONPATH"})]
+    server = warm_python._pool[warm_python._startup_key(os.environ)]
     for token in (warm_python.TOKEN, "no-such-process"):
         p = subprocess.Popen([sys.executable, "-S", str(warm_python.LAUNCHER), token, "-c", code],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -145,3 +146,22 @@ def test_the_launcher_ends_as_its_command_and_falls_back_to_a_real_interpreter()
             assert ppid == str(server.proc.pid) and pid != str(p.pid)
         else:
             assert pid == str(p.pid)
+    # a killed launcher: the warm interpreter kills its command
+    p = subprocess.Popen([sys.executable, "-S", str(warm_python.LAUNCHER), warm_python.TOKEN, "-c",
+                          "import os, time; print(os.getpid(), flush=True); time.sleep(60)"],
+                         stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline())
+    p.kill()
+    p.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not _alive(pid), pid
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (not gone, not a zombie waiting to be reaped)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
