@@ -87,6 +87,92 @@ def test_a_failing_share_still_marks_done_so_no_worker_waits_for_it(tmp_path, mo
     assert prewarm.done(str(tmp_path))[0]["error"].startswith("ValueError: plan could not be built")
 
 
+def _fake_program(i, fn_key="src-a"):
+    fn = SimpleNamespace(cache_key=fn_key)
+    return SimpleNamespace(program=SimpleNamespace(name=f"mod.k{i % 2}", key=("mod", i), fn=fn))
+
+
+def _two_worker_round(tmp_path, monkeypatch, run, specs, fail=()):
+    """Both workers of a 2-worker run through the hook (threads, as two processes would), each taking its share of
+    `specs` through prewarm.take_share; (programs built, the run's summary)."""
+    built = []
+
+    def build(program):
+        built.append(program.key)
+        if program.key in fail:
+            raise RuntimeError("compile error")
+
+    def share(session, directory, index, count):
+        return prewarm.take_share(specs, "sm90", index, count, build)
+
+    monkeypatch.setattr(plugin_prewarm, "_run_share", share)
+    scratch = tmp_path / f"run{run}"
+    scratch.mkdir()
+    threads = [threading.Thread(target=plugin_prewarm.pytest_runtestloop,
+                                args=(SimpleNamespace(config=_worker_config(scratch, f"gw{i}", 2)),)) for i in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sorted(built), prewarm.summary(prewarm.done(str(scratch)))
+
+
+def test_a_cache_an_earlier_run_filled_is_not_warmed_again(tmp_path, monkeypatch):
+    """The marker: a run whose shares all compiled leaves it in Triton's cache; the next run with the same programs
+    builds nothing and waits for nobody; another program set, another source key, another TRITON_* setting or a
+    failed compile in the first run each mean warming again."""
+    cache = tmp_path / "triton"
+    cache.mkdir()
+    real_cache_dir = prewarm.cache_dir
+    monkeypatch.setattr(prewarm, "cache_dir", lambda: str(cache))
+    monkeypatch.setattr(plugin_prewarm, "WAIT_S", 30)
+    monkeypatch.delenv("TRITON_CACHE_MANAGER", raising=False)
+    specs = [_fake_program(i) for i in range(5)]
+    built, s = _two_worker_round(tmp_path, monkeypatch, 1, specs)
+    assert built == [("mod", i) for i in range(5)] and s["compiled"] == 5 and s["cached"] == 0
+    assert len(list(cache.glob(prewarm.MARKER_PREFIX + "*.json"))) == 1
+    built, s = _two_worker_round(tmp_path, monkeypatch, 2, specs)
+    assert built == [] and (s["programs"], s["compiled"], s["cached"], s["longest_wait_s"]) == (5, 0, 5, 0.0)
+    assert "all 5 programs already in this Triton cache" in plugin_prewarm.line(s)
+    assert _two_worker_round(tmp_path, monkeypatch, 3, specs[:4])[0] == [("mod", i) for i in range(4)]
+    other_source = [_fake_program(i, "src-b") for i in range(5)]
+    assert len(_two_worker_round(tmp_path, monkeypatch, 4, other_source)[0]) == 5
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "0")
+    assert len(_two_worker_round(tmp_path, monkeypatch, 5, specs)[0]) == 5
+    monkeypatch.delenv("TRITON_DEFAULT_FP_FUSION")
+    for f in cache.glob(prewarm.MARKER_PREFIX + "*.json"):
+        f.unlink()
+    built, s = _two_worker_round(tmp_path, monkeypatch, 6, specs, fail={("mod", 3)})
+    assert len(built) == 5 and s["failed"] == 1
+    assert len(_two_worker_round(tmp_path, monkeypatch, 7, specs)[0]) == 5  # no marker after a failed compile
+    monkeypatch.setenv("TRITON_CACHE_MANAGER", "my.Manager")  # not a plain directory: no marker trusted
+    assert real_cache_dir() is None
+
+
+def _store_one(x_ptr):  # two JIT sources for the digest test (never launched)
+    import triton.language as tl
+    tl.store(x_ptr, 1)
+
+
+def _store_two(x_ptr):
+    import triton.language as tl
+    tl.store(x_ptr, 2)
+
+
+def test_the_marker_digest_follows_the_jit_functions_source():
+    """On real JIT functions (what a GPU run has): the same programs with another kernel source get another
+    marker, so a bisect step or an edited kernel never skips its warmups on a stale marker."""
+    from triton.runtime.jit import JITFunction
+
+    def specs(pyfn):
+        fn = JITFunction(pyfn)
+        return [SimpleNamespace(program=SimpleNamespace(name="mod.k", key=("mod", 0), fn=fn))]
+
+    a, b = prewarm.cache_digest(specs(_store_one), "sm90"), prewarm.cache_digest(specs(_store_two), "sm90")
+    assert a != b and a == prewarm.cache_digest(specs(_store_one), "sm90")
+    assert a != prewarm.cache_digest(specs(_store_one), "sm100")
+
+
 def test_prewarm_is_off_without_workers_or_a_compiler_and_says_why():
     def cfg(mode, n):
         return SimpleNamespace(getoption=lambda name: mode, option=SimpleNamespace(numprocesses=n))
