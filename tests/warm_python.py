@@ -44,9 +44,12 @@ from pathlib import Path
 
 COLD_ENV = "CONFORMANCE_TESTS_COLD_PYTHON"
 # environment read by the interpreter or by what the warm interpreter has imported, at start-up or import time
-# (not TRITON_*: Triton reads its knobs when used; not TORCHINDUCTOR_*: `import torch` leaves Inductor unloaded)
+# (TRITON_INTERPRET: `@triton.jit` reads it when it decorates, and triton.language decorates its own functions on
+# import, so a command run with another value than the warm interpreter's gets interpreted library functions in a
+# compile: Triton 3.9 then fails an assertion; other TRITON_* knobs are read when used; not TORCHINDUCTOR_*:
+# `import torch` leaves Inductor unloaded)
 _STARTUP_PREFIXES = ("PYTHON", "TORCH_", "PYTORCH", "CUDA", "NVIDIA", "HIP", "ROCM", "HSA", "OMP_", "KMP_", "MKL",
-                     "GOMP", "OPENBLAS", "LD_", "MALLOC", "LC_", "LANG")
+                     "GOMP", "OPENBLAS", "LD_", "MALLOC", "LC_", "LANG", "TRITON_INTERPRET")
 _NOT_KEY = ("PYTHONPATH", "PYTHONDONTWRITEBYTECODE")  # applied by each command itself
 _PRELOAD = ("torch", "triton", "triton.language", "numpy")
 LAUNCHER = Path(__file__).resolve().with_name("warm_launch.py")

@@ -1,5 +1,6 @@
 """benchmarks/probes/ptx_regs.py compiles the GEMM for sm90 with no GPU and reads ptxas's register report."""
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -11,8 +12,10 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args):
+    # TRITON_INTERPRET=0 in its environment, as the probe sets it for itself: the warm interpreter that serves it then
+    # imported Triton in that mode too (tests/warm_python.py keys its interpreters by it)
     return warm_python.run([sys.executable, str(ROOT / "benchmarks" / "probes" / "ptx_regs.py"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+                          env=dict(os.environ, TRITON_INTERPRET="0"), capture_output=True, text=True, timeout=300)
 
 
 def test_decode_tile_compiles_to_wgmma_with_its_register_count():

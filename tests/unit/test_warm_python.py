@@ -84,8 +84,8 @@ def test_one_warm_interpreter_per_start_up_environment():
     interpreter started with it; anything else (this test's own variable, PYTHONPATH) does not; an interpreter
     option is never forked."""
     assert warm_python._startup_key({"OMP_NUM_THREADS": "1", "CONFORMANCE_X": "a", "PYTHONPATH": "p",
-                                     "TRITON_INTERPRET": "1", "PYTHONHASHSEED": "0"}) == (
-        ("OMP_NUM_THREADS", "1"), ("PYTHONHASHSEED", "0"))
+                                     "TRITON_INTERPRET": "1", "TRITON_CACHE_DIR": "c", "PYTHONHASHSEED": "0"}) == (
+        ("OMP_NUM_THREADS", "1"), ("PYTHONHASHSEED", "0"), ("TRITON_INTERPRET", "1"))
     a = dict(os.environ)
     b = dict(a, OMP_NUM_THREADS="1") if "OMP_NUM_THREADS" not in a else {k: v for k, v in a.items()
                                                                            if k != "OMP_NUM_THREADS"}
@@ -98,6 +98,16 @@ def test_one_warm_interpreter_per_start_up_environment():
     r = warm_python.run([sys.executable, "-I", "-c", "import sys; print(sys.flags.isolated)"], capture_output=True,
                         text=True, timeout=60)
     assert r.stdout == "1\n" and warm_python.stats["cold"] == before + 1
+
+
+def test_a_command_with_the_other_triton_interpret_gets_triton_as_a_fresh_interpreter_does():
+    """triton.language decorates its library functions when it is imported, in the mode TRITON_INTERPRET says then:
+    a command run with the other value than this process's gets what a fresh interpreter gets (a GPU compile with
+    interpreted library functions fails in Triton 3.9; benchmarks/probes/ptx_regs.py met it with a cold cache)."""
+    code = "import triton.language as tl; print(type(tl.standard.sigmoid).__name__)"
+    for value in ("0", "1"):
+        cold, warm = _both([sys.executable, "-c", code], env=dict(os.environ, TRITON_INTERPRET=value))
+        assert warm.stdout == cold.stdout == ("JITFunction\n" if value == "0" else "InterpretedFunction\n"), value
 
 
 XDIST_PROBE = """
