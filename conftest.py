@@ -19,21 +19,30 @@ if os.environ.get("PYTHONDONTWRITEBYTECODE") and not os.environ.get("CONFORMANCE
     del os.environ["PYTHONDONTWRITEBYTECODE"]
     sys.dont_write_bytecode = False
 
-# test files whose tests each run a whole pytest or validate subprocess (tens of seconds on 2 cores), longest first
-# where kernels compile (the slowest tests of the README's run on a GPU, benchmarks/results/h100/gpu_ci.json: the fault
-# matrix, whose hang faults each wait out a 5 s limit there, 29-38 s; the determinism runs ~24 s; the installed
-# wheel ~20 s; prewarm's GPU check ~19 s); on a CPU host the workers steal work, so the order matters less there
-LONG_FIRST = ("tests/unit/test_fault_matrix.py", "tests/conformance/test_determinism.py", "tests/unit/test_wheel.py",
-              "tests/unit/test_prewarm.py", "tests/unit/test_plugin_kernels.py", "tests/unit/test_validate.py",
-              "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_bisect.py",
-              "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
-              # the suite's longest tests on a GPU (tile rows at N = K = 1024, compile checks)
+# test files whose tests each run a whole pytest or validate subprocess (tens of seconds on 2 cores)
+LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py", "tests/unit/test_plugin_kernels.py",
+              "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_validate.py",
+              "tests/unit/test_bisect.py", "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
+              "tests/unit/test_fault_matrix.py",
+              # the suite's longest tests on a GPU (tile rows, compile checks)
               "conformance/suite/test_tile_rows.py", "conformance/suite/test_contracts.py")
+# where kernels compile (a GPU host), longest first, by the slowest tests of the README's run there
+# (benchmarks/results/h100/gpu_ci.json): the fault matrix, whose hang faults each wait out a 5 s limit there, 29-38 s;
+# the determinism runs ~24 s; the installed wheel ~20 s; prewarm's GPU check ~19 s; then the suite's longest tests
+# (tile rows at N = K = 1024, compile checks). On a CPU host (workers steal work there) the order above stays.
+LONG_FIRST_GPU = ("tests/unit/test_fault_matrix.py", "tests/conformance/test_determinism.py", "tests/unit/test_wheel.py",
+                  "tests/unit/test_prewarm.py", "tests/unit/test_plugin_kernels.py", "tests/unit/test_validate.py",
+                  "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_bisect.py",
+                  "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
+                  "conformance/suite/test_tile_rows.py", "conformance/suite/test_contracts.py")
 
 
 def pytest_collection_modifyitems(session, config, items):
-    rank = {path: i for i, path in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(LONG_FIRST)))  # stable: others keep order
+    from conformance.core.runtime import gpu_present
+
+    order = LONG_FIRST_GPU if gpu_present() else LONG_FIRST
+    rank = {path: i for i, path in enumerate(order)}
+    items.sort(key=lambda item: rank.get(item.nodeid.split("::")[0], len(order)))  # stable: others keep order
 
 
 # Temporary files of the pytest runs a test starts. A pytest process left to itself makes a numbered directory under
