@@ -31,9 +31,9 @@ LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py
 # the determinism runs ~24 s; the installed wheel ~20 s; prewarm's GPU check ~19 s; then the suite's longest tests
 # (tile rows at N = K = 1024, compile checks). On a CPU host (workers steal work there) the order above stays.
 LONG_FIRST_GPU = ("tests/unit/test_fault_matrix.py", "tests/conformance/test_determinism.py",
-                  "tests/unit/test_wheel.py", "tests/unit/test_prewarm.py", "tests/unit/test_plugin_kernels.py", "tests/unit/test_validate.py",
-                  "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py", "tests/unit/test_bisect.py",
-                  "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
+                  "tests/unit/test_wheel.py", "tests/unit/test_prewarm.py", "tests/unit/test_plugin_kernels.py",
+                  "tests/unit/test_validate.py", "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py",
+                  "tests/unit/test_bisect.py", "tests/unit/test_bench_gpu_runs.py", "tests/unit/test_plugin.py",
                   "conformance/suite/test_tile_rows.py", "conformance/suite/test_contracts.py")
 
 
