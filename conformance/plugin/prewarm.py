@@ -6,9 +6,7 @@ On when all hold: `--conformance-prewarm auto` (the default), xdist workers (-n 
 GPU (not its interpreter) and the run's target is this device's (a simulated target is not warmed). The controller
 hands each worker the run's scratch directory (workerinput); worker gwI of N enumerates the programs of the
 kernels its collected items test, compiles every N-th from the I-th, marks its share done there and waits (at most
-WAIT_S) for the other original workers before its first test; gw0 then leaves the cache marker when every share
-compiled everything, and a later run that finds it skips the warmups and the wait. A replacement worker (id >= N)
-does not take part.
+WAIT_S) for the other original workers before its first test. A replacement worker (id >= N) does not take part.
 The controller puts the workers' figures in the report's "jit": {"prewarm": {...}} and the summary line (its
 sessionfinish runs before the one that writes the report).
 """
@@ -72,7 +70,9 @@ def _run_share(session, directory: str, index: int, count: int) -> dict:
     specs = prewarm.programs(kernels, target, seed=config._conformance.seed,
                              profile=config.getoption("--conformance-profile"))
     enumerate_s = round(time.perf_counter() - t0, 3)
-    return {**prewarm.take_share(specs, target, index, count, prewarm.warm), "enumerate_s": enumerate_s}
+    stats = prewarm.compile_share(specs, index, count, prewarm.warm)
+    stats["enumerate_s"] = enumerate_s
+    return stats
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -92,10 +92,7 @@ def pytest_runtestloop(session):
         stats = {"programs": 0, "compiled": 0, "failed": 0, "seconds": 0.0,
                  "error": f"{type(e).__name__}: {e}"[:300]}
     prewarm.mark_done(info["dir"], index, stats)  # always: the others wait for it
-    if not stats.get("cached"):  # a share found in the cache compiles nothing another worker could repeat
-        stats["waited_s"] = prewarm.wait_for(info["dir"], count, WAIT_S)
-        if index == 0 and stats.get("marker"):  # every share is in: the next run with this cache skips its warmups
-            prewarm.write_marker(stats["marker"], prewarm.done(info["dir"]), count)
+    stats["waited_s"] = prewarm.wait_for(info["dir"], count, WAIT_S)
     prewarm.mark_done(info["dir"], index, stats)
     return None
 
@@ -128,9 +125,6 @@ def line(doc: dict | None) -> str:
     if "off" in doc:
         return f"prewarm off ({doc['off']})"
     notes = "; ".join(doc.get("notes") or [])
-    if doc.get("cached") and doc["cached"] == doc["programs"]:
-        return (f"prewarm: all {doc['programs']} programs already in this Triton cache (an earlier run's marker): "
-                f"none compiled, no wait" + (f": {notes}" if notes else ""))
     return (f"prewarm: {doc['compiled']} of {doc['programs']} programs compiled by {doc['workers']} workers "
             f"(slowest share {doc['slowest_share_s']} s, longest wait {doc['longest_wait_s']} s, "
             f"{doc['failed']} failed)" + (f": {notes}" if notes else ""))
