@@ -29,7 +29,7 @@ LONG_FIRST = ("tests/conformance/test_determinism.py", "tests/unit/test_wheel.py
 # where kernels compile (a GPU host), longest first, by the slowest tests of the README's run there
 # (benchmarks/results/h100/gpu_ci.json): the fault matrix, whose hang faults each wait out a 5 s limit there, 29-38 s;
 # the determinism runs ~24 s; the installed wheel ~20 s; prewarm's GPU check ~19 s; then the suite's longest tests
-# (tile rows at N = K = 1024, compile checks). On a CPU host (workers steal work there) the order above stays.
+# (tile rows, compile checks). On a CPU host (workers steal work there) the order above stays.
 LONG_FIRST_GPU = ("tests/unit/test_fault_matrix.py", "tests/conformance/test_determinism.py",
                   "tests/unit/test_wheel.py", "tests/unit/test_prewarm.py", "tests/unit/test_plugin_kernels.py",
                   "tests/unit/test_validate.py", "tests/unit/test_timeout.py", "tests/unit/test_error_profile.py",

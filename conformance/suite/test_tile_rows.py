@@ -5,7 +5,7 @@ in the exact and the statistical tier.
 The table picks the kernel path by M (GEMV, magic swap_ab dot, dequant_mm, ...), and the suite's hypothesis
 draws (M <= 40 in the CI profile) reach only some rows; a tuned table that routes M=256 to a broken path
 would pass the rest of the suite. On CPU this checks the interpreter table at small shapes; on a GPU the
-table in use there (the measured sm90 one on an H200) at N = K = 1024 (both tiers). Each case also
+table in use there (the measured sm90 one on an H200) at N = K = 512 (both tiers). Each case also
 asserts that the launch really took that row's path.
 """
 from __future__ import annotations
@@ -37,10 +37,13 @@ def _table(planar: bool):
     if dev == "cpu":
         kind, N, K = "interpreter", 128, 256  # 2 groups of 128, 2 K tiles: every path, at interpreter cost
     else:
-        # 1024: every row's tiles run full-size, with at least two blocks along N and along K (the largest tiles are
-        # 256 x 128; test_gpu_shape_spans_several_tiles checks it); at 2048 the weights, codecs and fp64 references on
-        # the host made each item ~6 s on an H200 worker (gpu_ci.json), most of the warm suite's busy time
-        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), 1024, 1024
+        # 512: every row's tiles run full-size, with at least two blocks along N and along K (the largest tiles are
+        # 256 x 128; test_shape_spans_several_tiles checks it). The weights, codecs and fp64 references on the host
+        # are what an item costs: at 2048 ~6 s on an H200 worker, at 1024 the 52 items were 77 of the warm suite's
+        # 141 busy worker-seconds on an H100 (benchmarks/results/h100/gpu_ci.json at 70e845c). Against 1024, every
+        # row takes the same path with the same tiles on sm90; only the automatic split-K count halves (16 -> 8,
+        # 8 -> 4), still several splits
+        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), 512, 512
     return kind, effective_rows(tw.TILE_TABLE[kind], tw.PLANAR_TABLE.get(kind, []) if planar else []), N, K
 
 
@@ -92,11 +95,11 @@ def test_shape_spans_several_tiles(planar):
 def _row_cases(kernel_name: str) -> tuple:
     """(table kind, N, K, [(M, row), ...]) for `kernel_name` on the device the kernel runs on here."""
     kind, rows, N, K = _table(kernel_name in PLANAR_KERNELS)
-    return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else 1024)
+    return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else 512)
 
 
-# one test item per (kernel, row): on a GPU a row costs seconds at N = K = 1024 (weights and fp64 references on the
-# host), so the rows spread over the xdist workers instead of one worker running a whole table
+# one test item per (kernel, row): on a GPU a row costs about a second at N = K = 512 (weights and fp64 references on
+# the host), so the rows spread over the xdist workers instead of one worker running a whole table
 ROWS = {name: _row_cases(name) for name in KERNELS}
 ROW_PARAMS = [pytest.param(name, i, id=f"{name}-row{i}-M{M}") for name in KERNELS
               for i, (M, _) in enumerate(ROWS[name][3])]
