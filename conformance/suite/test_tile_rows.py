@@ -26,6 +26,7 @@ registry.load_all()
 tw = importlib.import_module("conformance_kernels.triton_w4a16")
 
 GROUP = 128
+GPU_SIZE = 512  # N = K of the rows on a GPU, and the catch-all row's largest M (see _table)
 PATH_FIELDS = ("use_dot", "swap_ab", "magic", "dequant_mm", "packed_load", "planar")
 PLANAR_KERNELS = ("triton_w4a16",)  # its load step also builds the planar operand, so its planar rows come first
 
@@ -43,7 +44,7 @@ def _table(planar: bool):
         # 141 busy worker-seconds on an H100 (benchmarks/results/h100/gpu_ci.json at 70e845c). Against 1024, every
         # row takes the same path with the same tiles on sm90; only the automatic split-K count halves (16 -> 8,
         # 8 -> 4), still several splits
-        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), 512, 512
+        kind, N, K = tw.gpu_tile_kind(torch.device(dev)), GPU_SIZE, GPU_SIZE
     return kind, effective_rows(tw.TILE_TABLE[kind], tw.PLANAR_TABLE.get(kind, []) if planar else []), N, K
 
 
@@ -95,7 +96,7 @@ def test_shape_spans_several_tiles(planar):
 def _row_cases(kernel_name: str) -> tuple:
     """(table kind, N, K, [(M, row), ...]) for `kernel_name` on the device the kernel runs on here."""
     kind, rows, N, K = _table(kernel_name in PLANAR_KERNELS)
-    return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else 512)
+    return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else GPU_SIZE)
 
 
 # one test item per (kernel, row): on a GPU a row costs about a second at N = K = 512 (weights and fp64 references on
