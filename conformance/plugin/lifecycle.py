@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conformance.plugin import jit, threads, xdist_hooks
+from conformance.plugin import jit, threads, timeline, xdist_hooks
 from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _local_retire, _worker_hang, _worker_retire
 from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
 from conformance.plugin.state import _State
@@ -33,6 +33,7 @@ def pytest_report_header(config):
 
 
 def pytest_configure(config):
+    timeline.mark("configure")
     from conformance.cases import profiles
     from conformance.checks import timeout
     from conformance.core import registry, workers
@@ -94,6 +95,7 @@ def pytest_configure(config):
         st.hang_dir = tempfile.mkdtemp(prefix="conformance-hang-")
         os.environ[_HANG_DIR_ENV] = st.hang_dir  # xdist workers start after this and inherit it
         timeout.on_hang(lambda info, seconds: _local_hang(config, info, seconds), key="pytest")
+    timeline.mark("configured")
 
 
 def _worker_restarts(config) -> None:

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from conformance.plugin import timeline
+
 WORKERINPUT_KEY = "conformance_prewarm"
 WAIT_S = 120.0  # the longest a worker waits for the others' shares (a worker that died before marking costs this)
 
@@ -94,6 +96,7 @@ def pytest_runtestloop(session):
     prewarm.mark_done(info["dir"], index, stats)  # always: the others wait for it
     stats["waited_s"] = prewarm.wait_for(info["dir"], count, WAIT_S)
     prewarm.mark_done(info["dir"], index, stats)
+    timeline.mark("prewarmed")
     return None
 
 

@@ -107,6 +107,9 @@ def pytest_runtest_makereport(item, call):
         e = call.excinfo.value  # one line, not a traceback: the verdict (case id, replay) is in the records
         rep.longrepr = e.verdict.line() if e.verdict is not None else f"ERROR -- {e}"
     skips.shorten(rep)  # one line of at most 200 characters; the full reason rides on the report
+    marks = timeline.take_marks()
+    if marks:
+        setattr(rep, timeline.REPORT_ATTR, marks)  # this process's startup phases, on its first report only
     compiles = jit.take()
     if compiles:
         setattr(rep, jit.REPORT_ATTR, compiles)  # this test's JIT compiles, per kernel (merged on the controller)
@@ -217,6 +220,7 @@ def pytest_sessionstart(session):
 def pytest_collection_finish(session):
     """Single process: the planned items (an xdist controller learns them from its workers, xdist_hooks). None
     under --collect-only: nothing is planned to run, so nothing can be missing."""
+    timeline.mark("collected")
     if session.config.option.collectonly:
         return
     if not _is_worker(session.config) and not session.config.pluginmanager.hasplugin("dsession"):

@@ -175,9 +175,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         for line in throughput_lines(tp):
             tr.write_line(line)
     _write_kernel_costs(tr, config)
-    workers = timeline.line(st.timeline.doc() if st.timeline else None)  # where the wall went, per worker
-    if workers:
-        tr.write_line(workers)
+    doc = st.timeline.doc() if st.timeline else None
+    for line in (timeline.line(doc), timeline.startup_line(doc)):  # where the wall went, per worker
+        if line:
+            tr.write_line(line)
     tr.write_sep("-", "selection ledger")
     for e in ledger(config):
         tr.write_line(f"{_class_label(e)}: selected {e['selected'] or 'NOTHING'}")

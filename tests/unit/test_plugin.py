@@ -49,6 +49,11 @@ def test_report_merges_every_worker_record(run):
     assert all(p["tests"] >= 1 and 0 <= p["first_test_s"] <= p["last_test_end_s"] <= w["last_test_end_s"]
                and p["busy_s"] >= 0 for p in w["per_worker"].values()), w
     assert "workers: 2, first test at" in out, out[-3000:]
+    # where each worker's startup went: its phases, in the order it passed them, before its first test
+    for p in w["per_worker"].values():
+        marks = [p["startup"][k] for k in ("process", "configure", "configured", "collected")]
+        assert marks == sorted(marks) and marks[-1] <= p["first_test_s"], w
+    assert "worker startup (median s after session start): process" in out, out[-3000:]
 
 
 KERNEL_PARAM_FILE = '''
