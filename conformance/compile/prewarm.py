@@ -71,15 +71,20 @@ def warm(program) -> None:
     fn.warmup(grid=(1,), **warmup_args(program), **dict(program.options))
 
 
-def programs(kernels, target, *, seed: int, profile: str) -> list:
+def programs(kernels, target, *, seed: int, profile: str, declared: dict | None = None) -> list:
     """The distinct Triton programs (lane Specs, first-launch order) the cases of `kernels` launch on `target`:
-    the same list in every worker (same seed, profile and kernels)."""
+    the lane's cases (plan, catalogue, regressions), then the cases tests declared (`declared`: kernel name ->
+    [Case], the `conformance_cases` marker of the run's items, conformance.plugin.prewarm); the same list in every
+    worker (same seed, profile, kernels and items)."""
     from conformance.compile import hip_driver, lane
 
+    declared = declared or {}
     out, seen = [], set()
     for k in sorted(kernels, key=lambda k: k.name):
         specs, _errors = lane.specializations(k, target, seed=seed, profile=profile)  # a raising launch: its case
-        for s in specs:                                                                # reports it
+        if declared.get(k.name):                                                       # reports it
+            specs += lane.specializations(k, target, seed=seed, profile=profile, cases=declared[k.name])[0]
+        for s in specs:
             if hip_driver.is_hip(s.program) or s.program.key in seen:
                 continue
             seen.add(s.program.key)

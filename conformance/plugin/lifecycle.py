@@ -51,6 +51,8 @@ def pytest_configure(config):
         raise pytest.UsageError("--conformance-plugin: " + " ".join(str(e).splitlines())) from None
     # the suite's markers, registered here so the shipped suite runs from an installed wheel (no pyproject.toml)
     for line in ("conformance_family(name): the kernel family a suite test parametrizes over",
+                 "conformance_cases(*cases): the Cases a test runs, fixed at collection (prewarm compiles their "
+                 "programs first)",
                  "gpu: needs a CUDA/ROCm device (skipped with a reason elsewhere)",
                  "interop: checks against a third-party library that writes a format",
                  "slow: excluded from the ci profile"):

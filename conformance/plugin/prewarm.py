@@ -70,11 +70,25 @@ def _run_share(session, directory: str, index: int, count: int) -> dict:
     known = {k.name: k for k in registry.all_kernels()}
     kernels = [known[n] for n in names if n in known]
     specs = prewarm.programs(kernels, target, seed=config._conformance.seed,
-                             profile=config.getoption("--conformance-profile"))
+                             profile=config.getoption("--conformance-profile"), declared=declared_cases(session.items))
     enumerate_s = round(time.perf_counter() - t0, 3)
     stats = prewarm.compile_share(specs, index, count, prewarm.warm)
     stats["enumerate_s"] = enumerate_s
     return stats
+
+
+MARKER = "conformance_cases"
+
+
+def declared_cases(items) -> dict:
+    """kernel name -> the Cases the run's items declare they will run (`@pytest.mark.conformance_cases(*cases)`,
+    for tests whose cases are fixed at collection and are not the lane's: the tile rows), in item order."""
+    out: dict = {}
+    for item in items:
+        for mark in item.iter_markers(MARKER):
+            for case in mark.args:
+                out.setdefault(case.kernel, []).append(case)
+    return out
 
 
 @pytest.hookimpl(tryfirst=True)

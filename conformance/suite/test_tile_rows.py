@@ -99,27 +99,36 @@ def _row_cases(kernel_name: str) -> tuple:
     return kind, N, K, row_ms(rows, 64 if kind == "interpreter" else GPU_SIZE)
 
 
-# one test item per (kernel, row): on a GPU a row costs about a second at N = K = 512 (weights and fp64 references on
-# the host), so the rows spread over the xdist workers instead of one worker running a whole table
-ROWS = {name: _row_cases(name) for name in KERNELS}
-ROW_PARAMS = [pytest.param(name, i, id=f"{name}-row{i}-M{M}") for name in KERNELS
-              for i, (M, _) in enumerate(ROWS[name][3])]
-
-
-@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-@pytest.mark.parametrize("wtype", ["uint4b8", "uint4"])
-@pytest.mark.parametrize("kernel_name,row", ROW_PARAMS)
-def test_every_tile_row_passes_on_this_device(kernel_name, row, wtype, dtype):
+def row_cases(kernel_name: str, row: int, wtype: str, dtype: str) -> list:
+    """The Cases one item runs: the row's M at this device's N and K, in the exact and the statistical tier."""
     kind, N, K, cases = ROWS[kernel_name]
+    M, _ = cases[row]
+    k_exact = min(K, exact_tier_max_k(wtype) // GROUP * GROUP)
+    act_order = kernel_name == "triton_w4a16_actorder"
+    return [Case("w4a16", kernel_name, regime, tier, 7000 + row, GROUP, dtype, M=M, N=N, K=kk, weight_type=wtype,
+                 act_order=act_order, format="gptq_v2")
+            for tier, regime, kk in (("exact", "exact", k_exact), ("statistical", "normal", K))]
+
+
+# one test item per (kernel, row, weight type, act dtype): on a GPU a row costs about a second at N = K = 512 (weights
+# and fp64 references on the host), so the rows spread over the xdist workers instead of one worker running a whole
+# table; each item declares its cases (conformance_cases), so a GPU run's prewarm compiles the rows' programs with
+# the others before any test instead of in the rows' first launches
+ROWS = {name: _row_cases(name) for name in KERNELS}
+ROW_PARAMS = [pytest.param(name, i, wtype, dtype, id=f"{name}-row{i}-M{M}-{wtype}-{dtype}",
+                           marks=pytest.mark.conformance_cases(*row_cases(name, i, wtype, dtype)))
+              for name in KERNELS for i, (M, _) in enumerate(ROWS[name][3])
+              for wtype in ("uint4b8", "uint4") for dtype in ("float16", "bfloat16")]
+
+
+@pytest.mark.parametrize("kernel_name,row,wtype,dtype", ROW_PARAMS)
+def test_every_tile_row_passes_on_this_device(kernel_name, row, wtype, dtype):
+    kind, _, _, cases = ROWS[kernel_name]
     target = detect_target()
     k = registry.get_kernel(kernel_name)
-    act_order = kernel_name == "triton_w4a16_actorder"
-    k_exact = min(K, exact_tier_max_k(wtype) // GROUP * GROUP)
-    M, cfg = cases[row]
+    _, cfg = cases[row]
     failures = []
-    for tier, regime, kk in (("exact", "exact", k_exact), ("statistical", "normal", K)):
-        case = Case("w4a16", kernel_name, regime, tier, 7000 + row, GROUP, dtype, M=M, N=N, K=kk,
-                    weight_type=wtype, act_order=act_order, format="gptq_v2")
+    for case in row_cases(kernel_name, row, wtype, dtype):
         tw._LAST_LAUNCH.clear()
         v = run_case(case, k, target)
         launched = tw.last_launch_config()

@@ -113,6 +113,31 @@ def test_programs_are_the_lanes_distinct_triton_programs_the_same_in_every_worke
     assert len({s.program.key for s in a}) == len(a) > 0
 
 
+def test_declared_cases_add_their_programs_after_the_lanes():
+    """A case a test declares (the conformance_cases marker) that launches a program the lane's cases do not: its
+    program joins the list, after the lane's, once; the tile rows declare every case they run."""
+    from conformance.cases.ids import Case
+    from conformance.core import registry
+    from conformance.core.targets import parse_target
+    from conformance.suite import test_tile_rows as rows
+
+    k, t = registry.get_kernel("triton_w4a16"), parse_target("sm90")
+    big = Case("w4a16", k.name, "normal", "statistical", 1, 128, "bfloat16", M=4096, N=512, K=512,
+               weight_type="uint4", format="gptq_v2")  # an M beyond every CI-plan row: the table's last row
+    lane_only = prewarm.programs([k], t, seed=5, profile="ci")
+    both = prewarm.programs([k], t, seed=5, profile="ci", declared={k.name: [big, big]})
+    keys = [s.program.key for s in both]
+    big_keys = [p.key for p in k.launch(big.config(), big.M, t).programs]
+    assert keys[:len(lane_only)] == [s.program.key for s in lane_only] and len(set(keys)) == len(keys)
+    assert set(big_keys) <= set(keys) and not set(big_keys) <= {s.program.key for s in lane_only}
+
+    items = [SimpleNamespace(iter_markers=lambda name, p=p: [m.mark for m in p.marks if m.name == name])
+             for p in rows.ROW_PARAMS]
+    declared = plugin_prewarm.declared_cases(items)
+    assert set(declared) == set(rows.KERNELS) and sum(map(len, declared.values())) == 2 * len(rows.ROW_PARAMS)
+    assert declared["triton_w4a16"][:2] == rows.row_cases(*rows.ROW_PARAMS[0].values)
+
+
 def _triton_packing() -> str | None:
     """Why this Triton's launch specializer and packing cannot serve as the oracle here (None: they can): the tests
     below call its private API (native_specialize_impl, JITFunction._pack_args), which other releases (a GPU
