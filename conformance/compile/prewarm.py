@@ -3,7 +3,7 @@ the run's xdist workers, so that each specialization is compiled once per run an
 it first (Triton's JIT then finds it in its on-disk cache, shared by the workers through TRITON_CACHE_DIR).
 
     programs(kernels, target, seed, profile) -> [Spec]        # the compile lane's specs for the run's cases
-    compile_share(specs, index, count, build) -> stats        # worker `index` of `count` compiles its share
+    compile_share(specs, index, count, build, claims) -> stats  # worker `index` of `count` compiles its share
     mark_done(directory, index, stats); wait_for(directory, count, timeout_s) -> seconds waited
 
 What a case launches is the kernel's own answer (`Kernel.launch`, the compile lane's source: the CI plan's rows,
@@ -92,18 +92,35 @@ def programs(kernels, target, *, seed: int, profile: str, declared: dict | None 
     return out
 
 
-def compile_share(specs: list, index: int, count: int, build) -> dict:
-    """Compile specs[index::count] with `build(program)`; {"programs", "compiled", "failed", "seconds"}. A failing
-    compile is counted, not raised: the case that launches it compiles it again and reports the error."""
+CLAIM_PREFIX = "claim-"
+
+
+def claim(directory: str, i: int) -> bool:
+    """Take program `i` for this worker: True for the one worker whose exclusive create of its claim file wins."""
+    try:
+        os.close(os.open(os.path.join(directory, f"{CLAIM_PREFIX}{i}"), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
+def compile_share(specs: list, index: int, count: int, build, claims: str | None = None) -> dict:
+    """Compile this worker's share with `build(program)`; {"programs", "compiled", "failed", "seconds"}. With a
+    `claims` directory shared by the workers, the share is dynamic: each worker walks the list and compiles every
+    program it claims first (compiles differ several-fold in cost, so a fixed split leaves one worker compiling
+    while the others wait at the barrier); without one, specs[index::count]. A failing compile is counted, not
+    raised: the case that launches it compiles it again and reports the error."""
     t0 = time.perf_counter()
-    mine = specs[index::count]
-    failed = 0
+    # lazily: a program is claimed just before this worker compiles it
+    mine = iter(specs[index::count]) if claims is None else (s for i, s in enumerate(specs) if claim(claims, i))
+    programs = failed = 0
     for s in mine:
+        programs += 1
         try:
             build(s.program)
         except Exception:  # noqa: BLE001 - the case's own compile reports it, with its id
             failed += 1
-    return {"programs": len(mine), "compiled": len(mine) - failed, "failed": failed,
+    return {"programs": programs, "compiled": programs - failed, "failed": failed,
             "seconds": round(time.perf_counter() - t0, 3)}
 
 

@@ -5,7 +5,8 @@ cases launches it, and the workers that meet it at the same moment all compile i
 On when all hold: `--conformance-prewarm auto` (the default), xdist workers (-n 2 or more), Triton compiling for a
 GPU (not its interpreter) and the run's target is this device's (a simulated target is not warmed). The controller
 hands each worker the run's scratch directory (workerinput); worker gwI of N enumerates the programs of the
-kernels its collected items test, compiles every N-th from the I-th, marks its share done there and waits (at most
+kernels its collected items test (and the cases its items declare), compiles each program it claims first there
+(one exclusive create per program: the shares balance themselves), marks its share done there and waits (at most
 WAIT_S) for the other original workers before its first test. A replacement worker (id >= N) does not take part.
 The controller puts the workers' figures in the report's "jit": {"prewarm": {...}} and the summary line (its
 sessionfinish runs before the one that writes the report).
@@ -72,7 +73,7 @@ def _run_share(session, directory: str, index: int, count: int) -> dict:
     specs = prewarm.programs(kernels, target, seed=config._conformance.seed,
                              profile=config.getoption("--conformance-profile"), declared=declared_cases(session.items))
     enumerate_s = round(time.perf_counter() - t0, 3)
-    stats = prewarm.compile_share(specs, index, count, prewarm.warm)
+    stats = prewarm.compile_share(specs, index, count, prewarm.warm, claims=directory)
     stats["enumerate_s"] = enumerate_s
     return stats
 

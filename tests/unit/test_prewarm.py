@@ -38,6 +38,33 @@ def test_shares_cover_every_program_once_and_failures_are_counted():
     assert sum(s["failed"] for s in stats) == 1 and sum(s["compiled"] for s in stats) == 9
 
 
+def test_claimed_shares_compile_every_program_once_and_balance_themselves(tmp_path):
+    """Three workers claiming from one directory: every program compiled exactly once; a worker slowed by a costly
+    compile takes fewer programs, the others take the rest instead of waiting (a fixed split gives each 10)."""
+    built, lock = [], threading.Lock()
+
+    def build(p):
+        if p == "p0":
+            threading.Event().wait(0.5)  # one costly compile
+        with lock:
+            built.append(p)
+
+    stats = [None] * 3
+
+    def worker(i):
+        stats[i] = prewarm.compile_share(_specs(30), i, 3, build, claims=str(tmp_path))
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(built) == sorted(f"p{i}" for i in range(30)) and len(built) == 30
+    assert sum(s["programs"] for s in stats) == 30 and sum(s["compiled"] for s in stats) == 30
+    slow = next(s for s in stats if s["seconds"] >= 0.5)  # the worker that claimed p0
+    assert slow["programs"] < 10, stats
+
+
 def test_the_barrier_waits_for_every_share_and_the_summary_adds_them(tmp_path):
     d = str(tmp_path)
     prewarm.mark_done(d, 0, {"programs": 2, "compiled": 2, "failed": 0, "seconds": 1.5, "enumerate_s": 0.4})
