@@ -46,13 +46,13 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from types import SimpleNamespace
 
 from conformance.cases.ids import TIERS, Case, parse_case_id
 from conformance.cases.profiles import DEFAULT_PROFILE, Profile, get_profile
+from conformance.cases.replays import read_replays, remember_failures  # noqa: F401 - plan.* kept importable
 from conformance.core import registry
 from conformance.core.targets import Target, detect_target, parse_target
 from conformance.families import get_family
@@ -63,8 +63,6 @@ M_CAP = 129  # menu rows stay interpreter-cheap
 LARGE_K_ROWS = {"device": 3, "model": 3, "interpreter": 2}  # large-K rows per kernel and tier, by run mode
 PATH_ROW_SHARE = 0.25  # a path row's cost in the cost model, as a share of a class row (tiny shapes: docs/ci-plan.md)
 LARGE_K_AT, LARGE_K_EVERY = 3, 4  # the first large-K row follows the three most diverse rows, then every 4th
-REPLAY_FILE = ("plan", "failed-cases.json")  # under conformance.core.tree.cache_dir()
-REPLAY_KEEP = 200  # remembered failures kept at most (oldest dropped)
 
 
 @dataclass(frozen=True)
@@ -647,28 +645,7 @@ def summary_line(s: dict) -> str:
     return head + f"{s['mode']}: {cov}; {s['rows']} rows ({s['large_k_rows']} large-K{paths}){ran}"
 
 
-# ---- failed plan cases, replayed first next run --------------------------------------------------------------------
-
-def _replay_path():
-    from conformance.core.tree import cache_dir
-
-    return cache_dir(*REPLAY_FILE)
-
-
-def read_replays() -> list[dict]:
-    """The replay file's entries now (one read; [] when it is missing or unreadable)."""
-    return _read_replays()
-
-
-def _read_replays() -> list[dict]:
-    try:
-        doc = json.loads(_replay_path().read_text())
-    except (OSError, ValueError):
-        return []
-    entries = doc.get("failed") if isinstance(doc, dict) else None
-    return [e for e in entries if isinstance(e, dict) and isinstance(e.get("case_id"), str)] if isinstance(
-        entries, list) else []
-
+# ---- failed plan cases, replayed first next run (the file itself: conformance.cases.replays) ----------------------
 
 def replay_case_ids(kernel: str, tier: str, target, entries: list[dict] | None = None) -> list[str]:
     """Case ids of `kernel`'s `tier` plan cases that failed on `target` in an earlier run (oldest first), to run
@@ -676,7 +653,7 @@ def replay_case_ids(kernel: str, tier: str, target, entries: list[dict] | None =
     once for the whole run (the pytest controller reads it and hands it to every xdist worker, so a rewrite by
     another run between two workers' collections cannot make them collect different tests); None: read it now."""
     out = []
-    for e in (_read_replays() if entries is None else entries):
+    for e in (read_replays() if entries is None else entries):
         if (e.get("kernel"), e.get("tier"), e.get("target")) != (kernel, tier, str(target)):
             continue
         try:
@@ -685,25 +662,6 @@ def replay_case_ids(kernel: str, tier: str, target, entries: list[dict] | None =
             continue
         out.append(e["case_id"])
     return list(dict.fromkeys(out))
-
-
-def remember_failures(passed: set, failed: list[dict]) -> None:
-    """Update the replay file after a run (the pytest controller calls this once, at session end; never an xdist
-    worker): case ids that passed are dropped, failed ones (dicts with case_id, kernel, tier, target, seed) are
-    added; every other entry is kept, so a run of some kernels keeps the others' failures. At most REPLAY_KEEP
-    entries (the oldest go)."""
-    failed_ids = {e["case_id"] for e in failed}
-    keep = [e for e in _read_replays() if e["case_id"] not in passed and e["case_id"] not in failed_ids]
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    entries = (keep + [dict(e, time=now) for e in {e["case_id"]: e for e in failed}.values()])[-REPLAY_KEEP:]
-    path = _replay_path()
-    if not entries and not path.exists():
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".failed-cases-", dir=path.parent)  # temp file + rename: never torn
-    with os.fdopen(fd, "w") as f:
-        json.dump({"failed": entries}, f, indent=1)
-    os.replace(tmp, path)
 
 
 # ---- measuring a plan's cost (python -m conformance.cases.plan --measure OUT.json) ---------------------------------

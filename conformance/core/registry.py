@@ -15,11 +15,24 @@ import os
 import re
 import sys
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.core import exits
-from conformance.core.kernel import Kernel, Numerics  # noqa: F401 - re-exported: the v1 plugin path
 from conformance.core.targets import Target
+
+if TYPE_CHECKING:
+    from conformance.core.kernel import Kernel
+
+
+def __getattr__(name: str):
+    """Kernel and Numerics, re-exported for the v1 plugin path (`from conformance.registry import Kernel`), imported
+    on first use: importing the registry imports no torch, so a pytest controller can start its xdist workers
+    before it loads torch and the kernels (conformance.plugin.lifecycle)."""
+    if name in ("Kernel", "Numerics"):
+        from conformance.core import kernel
+
+        return getattr(kernel, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 FAMILIES = ("w4a16", "fp8_group_quant")  # names only: the family objects live in conformance.families
 
@@ -197,6 +210,8 @@ def _contain_launch(obj) -> None:
     import functools
 
     fn = getattr(obj, "launch", None)
+    from conformance.core.kernel import Kernel
+
     if fn is None or getattr(fn, "_conformance_contained", False) or type(obj).launch is Kernel.launch:
         return
 

@@ -15,7 +15,9 @@ re-exports the hooks and fixtures):
 - exit: a finished xdist worker or pytest command-line process leaves with os._exit, skipping the interpreter's
   finalization (with the exit status pytest would return);
 - prewarm: on a GPU, xdist workers compile the run's Triton programs once each, split between them, before their
-  first test (docs/ci.md).
+  first test (docs/ci.md);
+- spawn: an xdist controller starts its workers before it loads torch and the kernels, when nothing it loads can
+  refuse the run; the plugin's --dist choice.
 
 Options: --conformance-kernels, --conformance-target, --conformance-tiers, --conformance-profile, --conformance-case,
 --conformance-report, --conformance-plugin, --conformance-no-entry-points, --conformance-timeout, --conformance-seed,

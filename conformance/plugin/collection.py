@@ -9,6 +9,7 @@ import pytest
 
 from conformance.plugin import jit
 from conformance.plugin.options import _replay_case, _shard, _target, _tiers
+from conformance.plugin.spawn import dist_for  # noqa: F401 - re-exported (pytest_plugin, tests)
 from conformance.plugin.state import _State
 
 
@@ -198,42 +199,24 @@ def pytest_runtest_setup(item):
     jit.set_kernel(item_kernel(item), item.nodeid)
 
 
-def _has_worksteal() -> bool:
-    try:
-        from xdist.scheduler import WorkStealingScheduling  # noqa: F401 - pytest-xdist >= 3.2
-    except ImportError:
-        return False
-    return True
-
-
-def dist_for(option, compiles: bool, worksteal: bool | None = None) -> str | None:
-    """The --dist the plugin picks when xdist runs workers (-n N, N > 0, or auto) and the user gave no --dist:
-    "loadgroup" where kernels compile (a GPU: cases sharing a compile key on one worker); elsewhere (the
-    interpreter, where grouping saves nothing) "worksteal" when this xdist has it: `load` hands each worker a first
-    chunk of a quarter of its share, so the long subprocess tests scheduled first all land in one worker's chunk
-    and the other worker runs out and idles at the end; worksteal lets an idle worker take queued tests. Else None
-    (leave xdist's choice). `worksteal`: whether xdist has it (default: ask it)."""
-    n = getattr(option, "numprocesses", None)
-    if not n or getattr(option, "dist", "no") != "no" or getattr(option, "distload", False):
-        return None
-    if compiles:
-        return "loadgroup"
-    return "worksteal" if (_has_worksteal() if worksteal is None else worksteal) else None
-
-
 @pytest.hookimpl(hookwrapper=True)
 def pytest_cmdline_main(config):
     """Before xdist resolves -n (a hookwrapper runs first): --dist loadgroup by default where kernels compile,
     worksteal elsewhere (dist_for), so a plain `pytest -n auto` gets them; an explicit --dist wins."""
     opt = config.option
     if getattr(opt, "numprocesses", None) and getattr(opt, "dist", None) == "no":
-        from conformance.core.interpreter_fixes import interpreting
-        from conformance.core.runtime import gpu_present
+        from conformance.plugin import spawn
 
-        dist = dist_for(opt, compiles=not interpreting() and gpu_present())  # as runtime.configure_triton decides
-        if dist:
-            opt.dist = dist
-            config._conformance_dist = dist  # the header says the plugin chose it
+        if spawn.defers(config) and dist_for(opt, compiles=True):  # the plugin chooses, but after the workers
+            setattr(config, spawn.PENDING_ATTR, True)               # started, without torch now (plugin.spawn)
+        else:
+            from conformance.core.interpreter_fixes import interpreting
+            from conformance.core.runtime import gpu_present
+
+            dist = dist_for(opt, compiles=not interpreting() and gpu_present())  # as runtime.configure_triton decides
+            if dist:
+                opt.dist = dist
+                config._conformance_dist = dist  # the header says the plugin chose it
     yield
 
 

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conformance.plugin import jit, threads, timeline, xdist_hooks
+from conformance.plugin import jit, spawn, threads, timeline, xdist_hooks
 from conformance.plugin.crash import _HANG_DIR_ENV, _local_hang, _local_retire, _worker_hang, _worker_retire
 from conformance.plugin.options import _check_options, _is_worker, _resolve_seed, _timeout_limit
 from conformance.plugin.state import _State
@@ -22,13 +22,18 @@ def pytest_report_header(config):
     lines = [f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"]
     if st.threads:
         lines.append(threads.header(st.threads))
-    dist = getattr(config, "_conformance_dist", None)
-    if dist:  # conformance.plugin.collection chose it: say so, it changes how xdist schedules
-        why = ("kernels JIT-compile here, so the CI plan's cases sharing a compile key run on one worker"
-               if dist == "loadgroup" else
-               "nothing compiles here, so an idle worker takes queued tests from a busy one")
-        lines.append(f"conformance: --dist {dist} (chosen by the plugin: {why}; pass --dist load to opt out)")
+    if _dist_line(config):  # conformance.plugin.collection chose it: say so, it changes how xdist schedules
+        lines.append(_dist_line(config))
     return lines
+
+
+def _dist_line(config) -> str | None:
+    dist = getattr(config, "_conformance_dist", None)
+    if not dist:
+        return None
+    why = ("kernels JIT-compile here, so the CI plan's cases sharing a compile key run on one worker"
+           if dist == "loadgroup" else "nothing compiles here, so an idle worker takes queued tests from a busy one")
+    return f"conformance: --dist {dist} (chosen by the plugin: {why}; pass --dist load to opt out)"
 
 
 
@@ -36,19 +41,23 @@ def pytest_configure(config):
     timeline.mark("configure")
     from conformance.cases import profiles
     from conformance.checks import timeout
-    from conformance.core import registry, workers
+    from conformance.core import workers
 
+    # an xdist controller that loads nothing that could refuse the run starts its workers first: what needs torch
+    # and the kernels follows after xdist's session start (conformance.plugin.spawn, finish_deferred)
+    deferred = spawn.defers(config) and threads.process_count(config) > 0 and bool(getattr(config.option, "tx", None))
     # first, before any test work and before xdist spawns workers (they inherit the exported variables): this
     # process's share of the cores (a worker takes the controller's decision)
     thread_info = config.workerinput.get(threads.WORKERINPUT_KEY) if _is_worker(config) else threads.decide(config)
-    thread_undo = threads.apply(thread_info, controller=not _is_worker(config)) if thread_info else None
+    thread_undo = threads.apply(thread_info, controller=not _is_worker(config), torch_now=not deferred) \
+        if thread_info else None
     # before anything touches CUDA (loading kernels probes it): one GPU per xdist worker on multi-GPU hosts
     config._conformance_gpu_pin = workers.pin_worker()
-    try:
-        registry.load_all(config.getoption("--conformance-plugin"),
-                          entry_points=False if config.getoption("--conformance-no-entry-points") else None)
-    except registry.RegistryError as e:
-        raise pytest.UsageError("--conformance-plugin: " + " ".join(str(e).splitlines())) from None
+    if not deferred:
+        _load_kernels(config)
+        if spawn.pending(config):  # -n resolved to no workers after all (--pdb): nothing to wait for
+            _choose_dist(config)
+        spawn.worker_choice(config)
     # the suite's markers, registered here so the shipped suite runs from an installed wheel (no pyproject.toml)
     for line in ("conformance_family(name): the kernel family a suite test parametrizes over",
                  "conformance_cases(*cases): the Cases a test runs, fixed at collection (prewarm compiles their "
@@ -58,7 +67,7 @@ def pytest_configure(config):
                  "slow: excluded from the ci profile"):
         config.addinivalue_line("markers", line)
     _check_options(config)
-    jit_mode = jit.install()  # after the kernels loaded (TRITON_INTERPRET is decided then), before any test
+    jit_mode = None if deferred else jit.install()  # after the kernels loaded (TRITON_INTERPRET is decided then)
     profiles.load_profile(config.getoption("--conformance-profile"))
     config._conformance = st = _State()
     from conformance.plugin import exit as fast_exit
@@ -79,7 +88,7 @@ def pytest_configure(config):
     if _is_worker(config):
         st.replays = config.workerinput.get("conformance_replays")
     else:
-        from conformance.cases.plan import read_replays
+        from conformance.cases.replays import read_replays
 
         st.replays = read_replays()  # once per run: every worker collects the same replayed cases
         from conformance.cases.seeds import commit_sha
@@ -93,11 +102,68 @@ def pytest_configure(config):
         guard.on_retire(lambda record: _worker_retire(config, record), key="pytest")
     else:
         guard.on_retire(lambda record: _local_retire(config, record), key="pytest")
-        _worker_restarts(config)
+        if not deferred:
+            _worker_restarts(config)
         st.hang_dir = tempfile.mkdtemp(prefix="conformance-hang-")
         os.environ[_HANG_DIR_ENV] = st.hang_dir  # xdist workers start after this and inherit it
         timeout.on_hang(lambda info, seconds: _local_hang(config, info, seconds), key="pytest")
+    if deferred and config.pluginmanager.get_plugin(_FinishAfterStart.NAME) is None:
+        config.pluginmanager.register(_FinishAfterStart(), _FinishAfterStart.NAME)
     timeline.mark("configured")
+
+
+class _FinishAfterStart:
+    """Registered on a deferring controller: finish_deferred once xdist's session start has started the workers."""
+
+    NAME = "conformance-finish-after-start"
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_sessionstart(self, session):
+        yield
+        finish_deferred(session.config)
+
+
+def _load_kernels(config) -> None:
+    import time
+
+    from conformance.core import registry
+
+    try:
+        registry.load_all(config.getoption("--conformance-plugin"),
+                          entry_points=False if config.getoption("--conformance-no-entry-points") else None)
+    except registry.RegistryError as e:
+        raise pytest.UsageError("--conformance-plugin: " + " ".join(str(e).splitlines())) from None
+    config._conformance_kernels_loaded = time.time()  # the report's workers.controller_kernels_loaded_s
+
+
+def _choose_dist(config) -> None:
+    """The plugin's pending --dist choice, made here (collection.dist_for); the controller's scheduler follows it."""
+    dist = spawn.choose()
+    setattr(config, spawn.PENDING_ATTR, False)
+    if dist:
+        config.option.dist = dist
+        config._conformance_dist = dist  # the header says the plugin chose it
+
+
+def finish_deferred(config) -> None:
+    """A deferring controller, after xdist started the workers: the kernels, the JIT hooks, torch's thread count,
+    the restart limit and the pending --dist choice (told on the terminal: the header was printed before it)."""
+    st = getattr(config, "_conformance", None)
+    if st is None:
+        return
+    _load_kernels(config)
+    if st.timeline is not None:
+        st.timeline.kernels_loaded = config._conformance_kernels_loaded
+    st.jit_mode = jit.install()
+    if st.threads:
+        threads.apply_torch(st.threads, st.threads_undo)
+    _worker_restarts(config)
+    if spawn.pending(config):
+        _choose_dist(config)
+        tr = config.pluginmanager.getplugin("terminalreporter")
+        line = _dist_line(config)
+        if tr is not None and line:
+            tr.write_line(line)
 
 
 def _worker_restarts(config) -> None:
@@ -114,6 +180,17 @@ def _worker_restarts(config) -> None:
     opt = config.getoption("--conformance-kernels")
     kernels = len([s for s in opt.split(",") if s.strip()]) if opt else len(registry.all_kernels())
     config.option.maxworkerrestart = str(4 * n + (guard.crash_limit() + n) * kernels)
+    dsession = config.pluginmanager.getplugin("dsession")  # created already (a deferring controller): it read the
+    if dsession is None:                                   # option then
+        return
+    if hasattr(dsession, "_max_worker_restart"):
+        dsession._max_worker_restart = int(config.option.maxworkerrestart)
+    else:
+        import sys
+
+        sys.stderr.write(f"conformance: this pytest-xdist keeps its worker-restart limit where the plugin cannot set "
+                         f"it after the workers started: xdist's own limit applies; pass --max-worker-restart "
+                         f"{config.option.maxworkerrestart} for the plugin's\n")
 
 
 def pytest_unconfigure(config):

@@ -25,11 +25,22 @@ WAIT_S = 120.0  # the longest a worker waits for the others' shares (a worker th
 
 def wanted(config) -> str | None:
     """Why prewarm is off for this run (a reason), or None when it is on. Asked on the controller."""
+    return _run_reason(config) or machine_reason()
+
+
+def _run_reason(config) -> str | None:
+    """Why this run's options leave prewarm off (None: they do not)."""
     if config.getoption("--conformance-prewarm") == "off":
         return "--conformance-prewarm off"
     n = getattr(config.option, "numprocesses", None)
     if not isinstance(n, int) or n < 2:
         return "fewer than 2 xdist workers"
+    return None
+
+
+def machine_reason() -> str | None:
+    """Why this machine leaves prewarm off (None: Triton compiles for its GPU); asked where torch is loaded (each
+    worker, and the controller at the end: a controller may start its workers before it loads torch)."""
     from conformance.core.interpreter_fixes import interpreting
     from conformance.core.runtime import gpu_present
 
@@ -39,9 +50,10 @@ def wanted(config) -> str | None:
 
 
 def worker_input(config) -> dict | None:
-    """What the controller hands each worker (None: prewarm off): the directory the shares are marked in."""
+    """What the controller hands each worker (None: the options leave it off): the directory the shares are marked
+    in. The machine's part each worker asks itself (machine_reason)."""
     st = getattr(config, "_conformance", None)
-    if st is None or not st.hang_dir or wanted(config) is not None:
+    if st is None or not st.hang_dir or _run_reason(config) is not None:
         return None
     return {"dir": st.hang_dir}
 
@@ -98,8 +110,8 @@ def pytest_runtestloop(session):
     config = session.config
     info = config.workerinput.get(WORKERINPUT_KEY) if hasattr(config, "workerinput") else None
     where = _index(config) if info else None
-    if where is None or config.option.collectonly:
-        return None
+    if where is None or config.option.collectonly or machine_reason() is not None:
+        return None  # the same answer on every worker of this machine: none waits for a share that never comes
     from conformance.compile import prewarm
 
     index, count = where

@@ -214,7 +214,8 @@ def pytest_sessionstart(session):
     if not _is_worker(session.config):
         import time
 
-        session.config._conformance.timeline = timeline.Timeline(time.time(), timeline.process_age_s())
+        session.config._conformance.timeline = tl = timeline.Timeline(time.time(), timeline.process_age_s())
+        tl.kernels_loaded = getattr(session.config, "_conformance_kernels_loaded", None)  # None: after the start
 
 
 def pytest_collection_finish(session):
@@ -254,7 +255,7 @@ def pytest_sessionfinish(session, exitstatus):
     if faults and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
         session.exitstatus = pytest.ExitCode.TESTS_FAILED  # a gate that raised judged nothing: never a green run
     if st.plan_failed or st.plan_passed:  # the controller only: failed plan cases run first next time
-        from conformance.cases.plan import remember_failures
+        from conformance.cases.replays import remember_failures
 
         remember_failures(st.plan_passed, st.plan_failed)
     _write_if_asked(config, complete=True, force=True)

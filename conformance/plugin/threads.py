@@ -52,9 +52,10 @@ def decide(config, environ=None, cores: int | None = None) -> dict:
             "torch_threads": None if user_set else share, "env": env, "export": workers > 1}
 
 
-def apply(info: dict, *, controller: bool, environ=None) -> dict:
+def apply(info: dict, *, controller: bool, environ=None, torch_now: bool = True) -> dict:
     """Put the decision in force in this process; returns what to undo (unconfigure: an in-process pytest run must
-    leave its caller's environment and torch threads as they were)."""
+    leave its caller's environment and torch threads as they were). torch_now False: the exports only, torch's
+    thread count later (apply_torch; a controller that starts its workers before it imports torch)."""
     environ = os.environ if environ is None else environ
     undo = {"env": [], "torch_threads": None}
     if controller and info["export"]:
@@ -62,12 +63,18 @@ def apply(info: dict, *, controller: bool, environ=None) -> dict:
             if v["source"] == "plugin" and var not in environ:
                 environ[var] = v["value"]  # before xdist spawns the workers: they inherit it
                 undo["env"].append((var, v["value"]))
+    if torch_now:
+        apply_torch(info, undo)
+    return undo
+
+
+def apply_torch(info: dict, undo: dict) -> None:
+    """torch's intra-op thread count from the decision (none when the user set a variable), noted in `undo`."""
     if info["torch_threads"] is not None:
         import torch
 
         undo["torch_threads"] = torch.get_num_threads()
         torch.set_num_threads(info["torch_threads"])
-    return undo
 
 
 def restore(undo: dict | None, environ=None) -> None:

@@ -71,6 +71,7 @@ class Timeline:
         self.controller_startup_s = controller_startup_s  # process start -> session start (imports, plugin load)
         self.workers: dict[str, list] = {}
         self.startup: dict[str, dict] = {}  # worker -> its phase marks (wall clock), from its first report
+        self.kernels_loaded: float | None = None  # when this process had loaded the kernels (wall clock)
 
     def note(self, worker: str, report) -> None:
         marks = getattr(report, REPORT_ATTR, None)
@@ -85,11 +86,12 @@ class Timeline:
         w[3] += report.when == "call"
 
     def doc(self) -> dict | None:
-        """{"count", "controller_startup_s", "first_test_s": {min, median, max}, "startup": {phase: {min, median,
-        max}}, "last_test_end_s", "busy_s", "busy_share", "per_worker": {id: {"first_test_s", "last_test_end_s",
-        "busy_s", "tests", "startup": {phase: s}}}}; None before any test reported. Seconds after the session start
-        (a single process's phases come before it: negative); busy_share: the busy worker-seconds over count x
-        last_test_end_s."""
+        """{"count", "controller_startup_s", "controller_kernels_loaded_s", "first_test_s": {min, median, max},
+        "startup": {phase: {min, median, max}}, "last_test_end_s", "busy_s", "busy_share", "per_worker": {id:
+        {"first_test_s", "last_test_end_s", "busy_s", "tests", "startup": {phase: s}}}}; None before any test
+        reported. Seconds after the session start (a single process's phases come before it: negative; the
+        controller's kernels too, unless it started its workers first: conformance.plugin.spawn); busy_share: the
+        busy worker-seconds over count x last_test_end_s."""
         if not self.workers:
             return None
         t0 = self.session_start
@@ -101,7 +103,9 @@ class Timeline:
         firsts = [p["first_test_s"] for p in per.values()]
         end = max(p["last_test_end_s"] for p in per.values())
         busy = sum(p["busy_s"] for p in per.values())
+        loaded = None if self.kernels_loaded is None else round(self.kernels_loaded - t0, 2)
         return {"count": len(per), "controller_startup_s": self.controller_startup_s,
+                "controller_kernels_loaded_s": loaded,
                 "first_test_s": {"min": min(firsts), "median": round(statistics.median(firsts), 2),
                                  "max": max(firsts)},
                 "startup": _spread(p.get("startup", {}) for p in per.values()),

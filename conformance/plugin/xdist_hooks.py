@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.plugin import prewarm, scheduler, threads
+from conformance.plugin import prewarm, scheduler, spawn, threads
 from conformance.plugin.crash import crashed_item, node_down
 
 NAME = "conformance-xdist"  # the plugin object's name in config.pluginmanager
@@ -21,6 +21,7 @@ def configure_node(node) -> None:
         node.workerinput[threads.WORKERINPUT_KEY] = st.threads  # each worker applies the controller's share
         node.workerinput["conformance_replays"] = st.replays  # the replay file as the controller read it
         node.workerinput[prewarm.WORKERINPUT_KEY] = prewarm.worker_input(node.config)  # None: off
+        node.workerinput[spawn.WORKERINPUT_KEY] = spawn.pending(node.config)  # each worker chooses --dist alike
 
 
 class XdistHooks:

@@ -54,6 +54,10 @@ def test_report_merges_every_worker_record(run):
         marks = [p["startup"][k] for k in ("process", "configure", "configured", "collected")]
         assert marks == sorted(marks) and marks[-1] <= p["first_test_s"], w
     assert "worker startup (median s after session start): process" in out, out[-3000:]
+    # nothing to load that could refuse the run: the controller started its workers, then loaded the kernels
+    # (conformance.plugin.spawn), and chose --dist after that as before the start
+    assert w["controller_kernels_loaded_s"] > 0, w
+    assert "conformance: --dist worksteal (chosen by the plugin" in out, out[:3000]
 
 
 KERNEL_PARAM_FILE = '''

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -95,6 +96,7 @@ def test_worker_hook_takes_its_share_marks_it_and_replacements_stay_out(tmp_path
 
     monkeypatch.setattr(plugin_prewarm, "_run_share", share)
     monkeypatch.setattr(plugin_prewarm, "WAIT_S", 0.1)
+    monkeypatch.setattr(plugin_prewarm, "machine_reason", lambda: None)  # as on a GPU host
     session = SimpleNamespace(config=_worker_config(tmp_path, wid, count))
     assert plugin_prewarm.pytest_runtestloop(session) is None  # the test loop itself still runs
     if runs:
@@ -110,8 +112,20 @@ def test_a_failing_share_still_marks_done_so_no_worker_waits_for_it(tmp_path, mo
 
     monkeypatch.setattr(plugin_prewarm, "_run_share", boom)
     monkeypatch.setattr(plugin_prewarm, "WAIT_S", 0.1)
+    monkeypatch.setattr(plugin_prewarm, "machine_reason", lambda: None)  # as on a GPU host
     plugin_prewarm.pytest_runtestloop(SimpleNamespace(config=_worker_config(tmp_path, "gw0", 1)))
     assert prewarm.done(str(tmp_path))[0]["error"].startswith("ValueError: plan could not be built")
+
+
+def test_a_worker_where_nothing_compiles_takes_no_share_and_waits_for_none(tmp_path, monkeypatch):
+    """The controller hands the run directory without asking the machine (it may not have loaded torch yet): a worker
+    whose machine compiles nothing (the interpreter) neither compiles, marks nor waits, as every worker there."""
+    monkeypatch.setattr(plugin_prewarm, "_run_share", lambda *a: pytest.fail("no share where nothing compiles"))
+    monkeypatch.setattr(plugin_prewarm, "machine_reason", lambda: "Triton runs in its interpreter here")
+    monkeypatch.setattr(plugin_prewarm, "WAIT_S", 30.0)  # a wait would show
+    t0 = time.monotonic()
+    assert plugin_prewarm.pytest_runtestloop(SimpleNamespace(config=_worker_config(tmp_path, "gw0", 2))) is None
+    assert prewarm.done(str(tmp_path)) == {} and time.monotonic() - t0 < 5
 
 
 def test_prewarm_is_off_without_workers_or_a_compiler_and_says_why():
