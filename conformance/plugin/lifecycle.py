@@ -22,8 +22,9 @@ def pytest_report_header(config):
     lines = [f"conformance: profile {config.getoption('--conformance-profile')}, {describe(st.seed, st.seed_source)}"]
     if st.threads:
         lines.append(threads.header(st.threads))
-    if _dist_line(config):  # conformance.plugin.collection chose it: say so, it changes how xdist schedules
-        lines.append(_dist_line(config))
+    dist = _dist_line(config)
+    if dist:  # the plugin chose it (conformance.plugin.spawn.dist_for): say so, it changes how xdist schedules
+        lines.append(dist)
     return lines
 
 
@@ -45,7 +46,7 @@ def pytest_configure(config):
 
     # an xdist controller that loads nothing that could refuse the run starts its workers first: what needs torch
     # and the kernels follows after xdist's session start (conformance.plugin.spawn, finish_deferred)
-    deferred = spawn.defers(config) and threads.process_count(config) > 0 and bool(getattr(config.option, "tx", None))
+    deferred = spawn.defers(config) and threads.distributes(config)
     # first, before any test work and before xdist spawns workers (they inherit the exported variables): this
     # process's share of the cores (a worker takes the controller's decision)
     thread_info = config.workerinput.get(threads.WORKERINPUT_KEY) if _is_worker(config) else threads.decide(config)
@@ -137,7 +138,7 @@ def _load_kernels(config) -> None:
 
 
 def _choose_dist(config) -> None:
-    """The plugin's pending --dist choice, made here (collection.dist_for); the controller's scheduler follows it."""
+    """The plugin's pending --dist choice, made here (spawn.dist_for); the controller's scheduler follows it."""
     dist = spawn.choose()
     setattr(config, spawn.PENDING_ATTR, False)
     if dist:

@@ -26,13 +26,17 @@ def usable_cores() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def distributes(config) -> bool:
+    """Whether xdist runs this session's tests in workers (after it resolved `-n`; not under --collect-only)."""
+    opt = config.option
+    return getattr(opt, "dist", "no") != "no" and bool(getattr(opt, "tx", None)) and \
+        not getattr(opt, "collectonly", False)
+
+
 def process_count(config) -> int:
     """How many processes run tests at once: xdist's workers when it distributes (the `-n`/`--tx` specs, after
     xdist resolved `-n auto`), else 1."""
-    opt = config.option
-    if getattr(opt, "dist", "no") != "no" and getattr(opt, "tx", None) and not getattr(opt, "collectonly", False):
-        return len(opt.tx)
-    return 1
+    return len(config.option.tx) if distributes(config) else 1
 
 
 def decide(config, environ=None, cores: int | None = None) -> dict:
