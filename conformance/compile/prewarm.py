@@ -73,17 +73,22 @@ def warm(program) -> None:
 
 def programs(kernels, target, *, seed: int, profile: str, declared: dict | None = None) -> list:
     """The distinct Triton programs (lane Specs, first-launch order) the cases of `kernels` launch on `target`:
-    the lane's cases (plan, catalogue, regressions), then the cases tests declared (`declared`: kernel name ->
-    [Case], the `conformance_cases` marker of the run's items, conformance.plugin.prewarm); the same list in every
-    worker (same seed, profile, kernels and items)."""
+    the lane's cases (plan, catalogue, regressions), then the cases tests declared that the kernel's gate accepts on
+    `target` (`declared`: kernel name -> [Case], the `conformance_cases` marker of the run's items,
+    conformance.plugin.prewarm); the same list in every worker (same seed, profile, kernels and items)."""
     from conformance.compile import hip_driver, lane
+    from conformance.core import registry
+    from conformance.core.kernel import case_rows
 
     declared = declared or {}
     out, seen = [], set()
     for k in sorted(kernels, key=lambda k: k.name):
         specs, _errors = lane.specializations(k, target, seed=seed, profile=profile)  # a raising launch: its case
         if declared.get(k.name):                                                       # reports it
-            specs += lane.specializations(k, target, seed=seed, profile=profile, cases=declared[k.name])[0]
+            with registry.gate_batch():
+                mine = list({(c.config(), case_rows(c)): c for c in declared[k.name]
+                             if k.can_implement(c.config(), target) is None}.values())
+            specs += lane.specializations(k, target, seed=seed, profile=profile, cases=mine)[0]
         for s in specs:
             if hip_driver.is_hip(s.program) or s.program.key in seen:
                 continue

@@ -154,7 +154,7 @@ def test_programs_are_the_lanes_distinct_triton_programs_the_same_in_every_worke
     assert len({s.program.key for s in a}) == len(a) > 0
 
 
-def test_declared_cases_add_their_programs_after_the_lanes():
+def test_declared_cases_add_their_programs_after_the_lanes(monkeypatch):
     """A case a test declares (the conformance_cases marker) that launches a program the lane's cases do not: its
     program joins the list, after the lane's, once; the tile rows declare every case they run."""
     from conformance.cases.ids import Case
@@ -171,6 +171,16 @@ def test_declared_cases_add_their_programs_after_the_lanes():
     big_keys = [p.key for p in k.launch(big.config(), big.M, t).programs]
     assert keys[:len(lane_only)] == [s.program.key for s in lane_only] and len(set(keys)) == len(keys)
     assert set(big_keys) <= set(keys) and not set(big_keys) <= {s.program.key for s in lane_only}
+    # a declared case the kernel's gate refuses on the target is not warmed, even where the kernel's launch (a
+    # plugin's, say) describes one without asking its gate (triton_w4a16's asks: None)
+    gate, launch, big_launch = k.can_implement, k.launch, k.launch(big.config(), big.M, t)
+    monkeypatch.setattr(k, "can_implement", lambda config, target: "refused" if config == big.config()
+                        else gate(config, target))
+    monkeypatch.setattr(k, "launch", lambda config, M, target: big_launch if config == big.config()
+                        else launch(config, M, target))
+    lane_refused = [s.program.key for s in prewarm.programs([k], t, seed=5, profile="ci")]
+    assert [s.program.key for s in prewarm.programs([k], t, seed=5, profile="ci", declared={k.name: [big]})] \
+        == lane_refused
 
     items = [SimpleNamespace(iter_markers=lambda name, p=p: [m.mark for m in p.marks if m.name == name])
              for p in rows.ROW_PARAMS]
