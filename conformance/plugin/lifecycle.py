@@ -163,7 +163,7 @@ def finish_deferred(config) -> None:
         _choose_dist(config)
         tr = config.pluginmanager.getplugin("terminalreporter")
         line = _dist_line(config)
-        if tr is not None and line:
+        if tr is not None and line and tr.showheader and not tr.no_header:  # where the header would have said it
             tr.write_line(line)
 
 
