@@ -202,7 +202,8 @@ def pytest_runtest_setup(item):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_cmdline_main(config):
     """Before xdist resolves -n (a hookwrapper runs first): --dist loadgroup by default where kernels compile,
-    worksteal elsewhere (dist_for), so a plain `pytest -n auto` gets them; an explicit --dist wins."""
+    worksteal elsewhere (dist_for), so a plain `pytest -n auto` gets them; an explicit --dist wins. A controller that
+    starts its workers before it loads torch (spawn.defers) leaves the choice pending until after the start."""
     opt = config.option
     if getattr(opt, "numprocesses", None) and getattr(opt, "dist", None) == "no":
         from conformance.plugin import spawn
@@ -210,10 +211,7 @@ def pytest_cmdline_main(config):
         if spawn.defers(config) and dist_for(opt, compiles=True):  # the plugin chooses, but after the workers
             setattr(config, spawn.PENDING_ATTR, True)               # started, without torch now (plugin.spawn)
         else:
-            from conformance.core.interpreter_fixes import interpreting
-            from conformance.core.runtime import gpu_present
-
-            dist = dist_for(opt, compiles=not interpreting() and gpu_present())  # as runtime.configure_triton decides
+            dist = dist_for(opt, compiles=spawn.compiles_here())
             if dist:
                 opt.dist = dist
                 config._conformance_dist = dist  # the header says the plugin chose it

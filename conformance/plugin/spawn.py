@@ -70,13 +70,18 @@ def pending(config) -> bool:
     return bool(getattr(config, PENDING_ATTR, False))
 
 
-def choose() -> str | None:
-    """The plugin's --dist for this machine (dist_for's rule, for a run given no --dist), asked of torch here."""
+def compiles_here() -> bool:
+    """Whether Triton kernels JIT-compile in this process (a GPU, not the interpreter), as runtime.configure_triton
+    decides; imports torch."""
     from conformance.core.interpreter_fixes import interpreting
     from conformance.core.runtime import gpu_present
 
-    return dist_for(SimpleNamespace(numprocesses=2, dist="no", distload=False),
-                    compiles=not interpreting() and gpu_present())
+    return not interpreting() and gpu_present()
+
+
+def choose() -> str | None:
+    """The plugin's --dist for this machine (dist_for's rule, for a run given no --dist), asked of torch here."""
+    return dist_for(SimpleNamespace(numprocesses=2, dist="no", distload=False), compiles=compiles_here())
 
 
 def worker_choice(config) -> None:
